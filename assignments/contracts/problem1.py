@@ -1,0 +1,81 @@
+"""Assignment problem1: shard-local work with no communication at all.
+
+The book's Problem 1 (How To Scale Your Model, Part 10, "Worked Problems"):
+averages over shards and a roll within each shard, which need no communication.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..contract import Arg, Assignment, Case, Part, WrittenPart
+from ..rules import NoCommunication
+
+A = Arg("A", ("S", "D"), ("X", "Y"))
+VISIBLE = Case(mesh=(2, 4), sizes={"S": 16, "D": 8})
+NO_COMM = NoCommunication(
+    why="Every output element depends only on data the device already holds, "
+        "so nothing needs to move."
+)
+
+
+def shard_average(A, *, mesh):
+    nX, _ = mesh
+    S, D = A.shape
+    return A.reshape(nX, S // nX, D).mean(axis=1)
+
+
+def block_average(A, *, mesh):
+    nX, nY = mesh
+    S, D = A.shape
+    return A.reshape(nX, S // nX, nY, D // nY).mean(axis=(1, 3))
+
+
+def roll_within_shards(A, *, mesh, shift):
+    nX, _ = mesh
+    S, D = A.shape
+    blocks = A.reshape(nX, S // nX, D)
+    return (np.roll(blocks, shift, axis=1) - blocks).reshape(S, D)
+
+
+def _averaging_part(name, task, result, reference, style):
+    return Part(
+        name=name, points=2, task=task, args=(A,), result=result, rule=NO_COMM,
+        reference=reference, visible_case=VISIBLE, style=style,
+    )
+
+
+ASSIGNMENT = Assignment(
+    name="problem1",
+    title="Problem 1: shard-local averages and rolls",
+    book_url="https://jax-ml.github.io/scaling-book/jax-stuff/",
+    parts=(
+        _averaging_part(
+            "shard_average_jit",
+            "Row i is the mean over the rows of X-shard i; jax.jit only, no shard_map.",
+            Arg("out", ("nX", "D"), ("X", "Y")), shard_average, "jit"),
+        _averaging_part(
+            "shard_average_shard_map",
+            "The same values and sharding as shard_average_jit, written with shard_map.",
+            Arg("out", ("nX", "D"), ("X", "Y")), shard_average, "shard_map"),
+        _averaging_part(
+            "block_average_jit",
+            "Element (i, j) is the mean of block (i, j); jax.jit only, no shard_map.",
+            Arg("out", ("nX", "nY"), ("X", "Y")), block_average, "jit"),
+        _averaging_part(
+            "block_average_shard_map",
+            "The same values and sharding as block_average_jit, written with shard_map.",
+            Arg("out", ("nX", "nY"), ("X", "Y")), block_average, "shard_map"),
+        Part(
+            name="roll_diff", points=3,
+            task="Inside each X-shard, roll(rows, shift, axis=0) - rows, for any static shift.",
+            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rule=NO_COMM,
+            reference=roll_within_shards, statics=("shift",),
+            visible_case=Case(mesh=(2, 4), sizes={"S": 16, "D": 8}, statics={"shift": 3}),
+        ),
+    ),
+    written=(
+        WrittenPart(
+            "written_communication", 2,
+            "Was any communication added to your functions, and why or why not?"),
+    ),
+)

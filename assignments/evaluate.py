@@ -1,0 +1,131 @@
+"""Judge one compiled case of a graded function: values, shape, dtype, sharding, communication.
+
+The visible checks (live student functions) and the graders (deserialized artifacts)
+both end here, so a student sees exactly the verdicts the graders will apply.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, NamedSharding
+
+from .contract import MESH_AXES, Case, Part, uses_shard_map
+from .hlo import ProgramAnalysis, analyze
+
+
+def make_mesh(shape: tuple[int, int]) -> jax.sharding.Mesh:
+    """A mesh with axes ('X', 'Y') of the given sizes, in Auto mode (as the contract says)."""
+    need = int(np.prod(shape))
+    if jax.device_count() < need:
+        raise RuntimeError(
+            f"a {shape[0]}x{shape[1]} mesh needs {need} devices but JAX has "
+            f"{jax.device_count()}: call assignments.setup_devices({max(need, 8)}) "
+            f"before anything else touches JAX (restart the kernel first)."
+        )
+    return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(AxisType.Auto, AxisType.Auto))
+
+
+def make_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
+    """Random float inputs with distinct values in every shard (so a wrong shard shows)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for arg in part.args:
+        shape = arg.shape(case)
+        base = rng.standard_normal(shape) * 3.0
+        if len(shape) >= 1:  # a per-row offset makes every row's mean different
+            base += np.arange(shape[0]).reshape((-1,) + (1,) * (len(shape) - 1))
+        arrays.append(base.astype(arg.dtype))
+    return arrays
+
+
+def place(arrays, part: Part, mesh) -> list[jax.Array]:
+    return [
+        jax.device_put(a, NamedSharding(mesh, arg.partition_spec))
+        for a, arg in zip(arrays, part.args)
+    ]
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """The verdict on one case (one mesh, one set of sizes and static arguments)."""
+
+    case: Case
+    values_ok: bool
+    """Shape, dtype, sharding and values all match the contract."""
+    rule_ok: bool
+    """The communication rule and the required style (jit or shard_map) hold."""
+    problems: list[str]
+    """What went wrong, in words a student can act on (empty when all is well)."""
+    analysis: ProgramAnalysis | None = None
+    """The compiled program's communication, when it compiled."""
+
+    @property
+    def passed(self) -> bool:
+        return self.values_ok and self.rule_ok
+
+    @classmethod
+    def failed(cls, case: Case, problem: str) -> "CaseResult":
+        return cls(case, False, False, [problem])
+
+
+def _sharding_text(sharding, ndim: int) -> str:
+    spec = getattr(sharding, "spec", None)
+    return str(spec) if spec is not None else str(sharding)
+
+
+def _compare_values(got: np.ndarray, want: np.ndarray) -> str | None:
+    if np.isnan(got).any() and not np.isnan(want).any():
+        return f"values wrong: the result has {int(np.isnan(got).sum())} NaN element(s)"
+    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    err = np.abs(got.astype(np.float64) - want)
+    if not np.all(err <= 1e-5 * scale + 1e-5 * np.abs(want)):
+        worst = np.unravel_index(int(np.nanargmax(err)), err.shape) if err.size else ()
+        wrong = int((err > 1e-5 * scale + 1e-5 * np.abs(want)).sum())
+        return (f"values wrong: {wrong} of {err.size} elements differ from the reference "
+                f"(largest error {float(np.nanmax(err)):.3g} at index {tuple(map(int, worst))})")
+    return None
+
+
+def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: str,
+                      arrays: list[np.ndarray]) -> CaseResult:
+    """Run a compiled case on `arrays` and judge it against the contract."""
+    problems: list[str] = []
+    rule_problems: list[str] = []
+    analysis = analyze(compiled, mesh)
+
+    if part.style == "jit" and uses_shard_map(stablehlo_text):
+        rule_problems.append(f"{part.name} must use jax.jit only, but the program contains a shard_map.")
+    if part.style == "shard_map" and not uses_shard_map(stablehlo_text):
+        rule_problems.append(f"{part.name} must be written with jax.shard_map, but the program has none.")
+    rule_problems += part.rule.violations(analysis, case)
+
+    values_ok = False
+    try:
+        out = compiled(*place(arrays, part, mesh))
+    except Exception as e:  # a runtime failure inside the compiled program
+        problems.append(f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return CaseResult(case, False, not rule_problems, problems + rule_problems, analysis)
+
+    want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
+    if isinstance(out, (tuple, list)):
+        problems.append(f"returned {len(out)} values; expected one array {part.result.describe(case)}")
+    elif tuple(out.shape) != want_shape:
+        problems.append(f"wrong shape: got {tuple(out.shape)}, expected {want_shape} "
+                        f"({part.result.describe(case)})")
+    elif out.dtype != want_dtype:
+        problems.append(f"wrong dtype: got {out.dtype}, expected {want_dtype}")
+    else:
+        want_sharding = NamedSharding(mesh, part.result.partition_spec)
+        if not out.sharding.is_equivalent_to(want_sharding, out.ndim):
+            problems.append(
+                f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
+                f"{part.result.partition_spec} (add out_shardings to jax.jit, or fix out_specs)")
+        reference = part.reference(*[a.astype(np.float64) for a in arrays],
+                                   mesh=case.mesh, **case.statics)
+        wrong = _compare_values(np.asarray(out), np.asarray(reference))
+        if wrong:
+            problems.append(wrong)
+        values_ok = not problems
+    return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)

@@ -1,0 +1,245 @@
+"""The grading child process: run a submission, export each graded function as an artifact.
+
+Started by the graders as a separate process (never imported by them). It executes the
+student's notebook or module, then for each requested case traces the function with
+abstract inputs (`jax.ShapeDtypeStruct` carrying the sharding) and serializes it with
+`jax.export`. It never sees hidden input values, and `graders`/`solutions` cannot be
+imported here. Progress is appended to ``events.jsonl`` in the output folder, one JSON
+object per line, so a parent that has to kill this process loses nothing already done.
+
+Usage: python -m assignments.export_worker REQUEST.json
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.abc
+import inspect
+import io
+import json
+import linecache
+import os
+import re
+import signal
+import sys
+import traceback
+
+BLOCKED_MODULES = ("graders", "solutions")
+
+
+class _BlockHiddenModules(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED_MODULES:
+            raise ImportError(f"{name!r} is not available to submissions")
+        return None
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raise CaseTimeout in this thread after `seconds` (Python code only; the parent
+    kills the process for anything that hangs outside Python)."""
+
+    def on_alarm(signum, frame):
+        raise CaseTimeout(f"took longer than {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _where(exc: BaseException) -> str:
+    """The submission's own frame an exception came from, e.g. ' (cell 4, line 3)'."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename.startswith("<cell") or frame.filename.startswith("<submission"):
+            where = frame.filename.strip("<>")
+            return f" ({where}, line {frame.lineno}: {(frame.line or '').strip()[:120]})"
+    return ""
+
+
+def describe_exception(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0][:400] if str(exc).strip() else ""
+    return f"{type(exc).__name__}{_where(exc)}: {first}" if first else f"{type(exc).__name__}{_where(exc)}"
+
+
+_MAGIC = re.compile(r"^\s*[%!]")
+
+
+def code_cells(notebook: dict) -> list[tuple[int, str]]:
+    """The notebook's code cells to run, numbered from 1, without test cells or magics.
+
+    nbgrader test cells (graded, not solution) hold the visible checks and the hidden
+    grader markers; the graders judge the functions themselves, so those are skipped.
+    """
+    cells = []
+    for number, cell in enumerate(notebook.get("cells", []), start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        source = "\n".join("# " + line if _MAGIC.match(line) else line for line in source.splitlines())
+        cells.append((number, source))
+    return cells
+
+
+def load_submission(path: str, cell_timeout: float) -> tuple[dict, list[str]]:
+    """Execute a submission; return its namespace and the problems met on the way."""
+    namespace: dict = {"__name__": "submission"}
+    problems: list[str] = []
+    if path.endswith(".ipynb"):
+        try:
+            with open(path, encoding="utf-8") as f:
+                notebook = json.load(f)
+            if not isinstance(notebook, dict) or "cells" not in notebook:
+                raise ValueError("it has no 'cells' list")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise SubmissionUnreadable(
+                f"the notebook file is not a valid notebook ({e}); open it in JupyterLab, "
+                f"save it again and resubmit") from None
+        chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook)]
+    else:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            chunks = [("<submission>", f.read())]
+    for filename, source in chunks:
+        # Let tracebacks quote the submission's own lines.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        try:
+            code = compile(source, filename, "exec")
+        except SyntaxError as e:
+            problems.append(f"{filename.strip('<>')} has a syntax error at line {e.lineno}: {e.msg}; "
+                            f"it was skipped")
+            continue
+        try:
+            with time_limit(cell_timeout):
+                exec(code, namespace)
+        except CaseTimeout:
+            problems.append(f"{filename.strip('<>')} ran longer than {cell_timeout:g} s and was "
+                            f"stopped (an infinite loop?)")
+        except BaseException as e:  # SystemExit and KeyboardInterrupt from student code too
+            problems.append(f"{filename.strip('<>')} raised {describe_exception(e)}")
+    return namespace, problems
+
+
+class SubmissionUnreadable(Exception):
+    pass
+
+
+def signature_problem(fn, part: dict) -> str | None:
+    args = [None] * part["num_args"]
+    statics = {name: None for name in part["statics"]}
+    try:
+        inspect.signature(fn).bind(*args, mesh=None, **statics)
+    except TypeError:
+        pass
+    except ValueError:
+        return None  # no signature to read (a builtin or a jax transform): try it
+    else:
+        return None
+    try:
+        have = str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        have = "(?)"
+    return f"wrong signature: expected {part['signature']}, but {part['name']}{have} cannot be called that way"
+
+
+def export_case(fn, case: dict):
+    import jax
+    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+    mesh = jax.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(AxisType.Auto, AxisType.Auto))
+    specs = [
+        jax.ShapeDtypeStruct(tuple(a["shape"]), a["dtype"],
+                             sharding=NamedSharding(mesh, PartitionSpec(*a["spec"])))
+        for a in case["args"]
+    ]
+    jitted = jax.jit(functools.partial(fn, mesh=mesh, **case["statics"]))
+    return jax.export.export(jitted)(*specs).serialize()
+
+
+def main(request_path: str) -> int:
+    with open(request_path) as f:
+        request = json.load(f)
+    out_dir = request["out_dir"]
+    events = open(os.path.join(out_dir, "events.jsonl"), "a", buffering=1)
+
+    def emit(**event):
+        events.write(json.dumps(event) + "\n")
+        events.flush()
+        os.fsync(events.fileno())
+
+    import resource
+
+    limit = request["memory_bytes"]
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sys.meta_path.insert(0, _BlockHiddenModules())
+    for name in BLOCKED_MODULES:
+        sys.modules.pop(name, None)
+
+    from assignments.devices import setup_devices
+
+    setup_devices(request["devices"])
+    # Student output goes nowhere: the events file is the only channel back.
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        try:
+            namespace, problems = load_submission(request["submission"], request["cell_timeout"])
+        except SubmissionUnreadable as e:
+            emit(event="unreadable", message=str(e))
+            return 0
+        emit(event="loaded", problems=problems)
+        done = set(request.get("skip", []))
+        for part in request["parts"]:
+            fn = namespace.get(part["name"])
+            if fn is None or not callable(fn):
+                why = ("is not callable" if fn is not None else "was not defined")
+                for case in part["cases"]:
+                    if case["id"] not in done:
+                        emit(event="case", id=case["id"], status="error",
+                             message=f"function {part['name']} {why}; define it as "
+                                     f"{part['signature']}")
+                continue
+            bad_signature = signature_problem(fn, part)
+            for case in part["cases"]:
+                if case["id"] in done:
+                    continue
+                if bad_signature:
+                    emit(event="case", id=case["id"], status="error", message=bad_signature)
+                    continue
+                emit(event="start", id=case["id"])
+                try:
+                    with time_limit(request["case_timeout"]):
+                        blob = export_case(fn, case)
+                except NotImplementedError:
+                    emit(event="case", id=case["id"], status="error",
+                         message="not implemented (the function raises NotImplementedError)")
+                    continue
+                except CaseTimeout as e:
+                    emit(event="case", id=case["id"], status="error",
+                         message=f"tracing {part['name']} {e}: an infinite loop, or Python work "
+                                 f"that grows with the input? Keep loops over array values in JAX")
+                    continue
+                except BaseException as e:
+                    emit(event="case", id=case["id"], status="error",
+                         message=f"raised while tracing: {describe_exception(e)}")
+                    continue
+                path = os.path.join(out_dir, f"{case['id']}.jaxexport")
+                with open(path, "wb") as f:
+                    f.write(bytes(blob))
+                emit(event="case", id=case["id"], status="ok", file=path)
+    emit(event="finished")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

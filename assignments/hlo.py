@@ -1,0 +1,350 @@
+"""One analysis of compiled programs, shared by the visible checks and the graders.
+
+`analyze(compiled, mesh)` reads the compiled (SPMD-partitioned, optimized) HLO text once
+and returns a `ProgramAnalysis`: every collective with its kind, the mesh axes it runs
+over, its per-device shape and bytes, and how many times it runs (loop trip counts read
+from the compiled program), plus the largest values the program computes and its
+temporary memory. Everything else in the kit asserts on this table, never on raw text.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from .replica_groups import parse_replica_groups, parse_source_target_pairs
+
+COLLECTIVE_KINDS = (
+    "all-gather", "all-reduce", "reduce-scatter", "all-to-all",
+    "ragged-all-to-all", "collective-permute", "collective-broadcast",
+)
+
+_DTYPE_BYTES = {
+    "pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1,
+    "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+    "f32": 4, "s32": 4, "u32": 4,
+    "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayShape:
+    """One array in an HLO shape, e.g. ``f32[8,4]``."""
+
+    dtype: str
+    """HLO element type (``f32``, ``bf16``, ``s32``, ...)."""
+    dims: tuple[int, ...]
+    """Dimensions (for dynamic dimensions, their bound)."""
+
+    @property
+    def elements(self) -> int:
+        return int(np.prod(self.dims, dtype=np.int64)) if self.dims else 1
+
+    @property
+    def bytes(self) -> int:
+        return self.elements * _DTYPE_BYTES.get(self.dtype, 4)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{','.join(map(str, self.dims))}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective operation of the compiled program, as one device sees it."""
+
+    kind: str
+    """``all-reduce``, ``all-gather``, ``collective-permute``, ... (async -start forms folded in)."""
+    axes: tuple[str, ...]
+    """Mesh axes the collective runs over (empty when every group is a single device)."""
+    operands: tuple[ArrayShape, ...]
+    """What each device sends in: several for a combined (tuple) collective."""
+    results: tuple[ArrayShape, ...]
+    """What each device gets back."""
+    count: int | None
+    """How many times it runs per program execution (loop trip counts multiplied in);
+    None when a loop around it has no trip count known at compile time."""
+    group_size: int
+    """Devices per replica group (the ring length for a collective-permute's axis)."""
+    shifts: tuple[int, ...] = ()
+    """collective-permute only: the distinct ring offsets (target - source) along its axis."""
+    name: str = ""
+    """The instruction's name in the HLO text, to find it there."""
+
+    @property
+    def elements(self) -> int:
+        """Elements each device sends in per execution."""
+        return sum(o.elements for o in self.operands)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes each device sends in per execution."""
+        return sum(o.bytes for o in self.operands)
+
+    @property
+    def pieces(self) -> int:
+        """Number of operands: a combined collective of 3 arrays counts as 3 pieces."""
+        return len(self.operands)
+
+    @property
+    def shape(self) -> str:
+        return ", ".join(map(str, self.operands))
+
+
+@dataclasses.dataclass(frozen=True)
+class Value:
+    """A value the program computes (an instruction result outside fusions)."""
+
+    name: str
+    shape: ArrayShape
+    opcode: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramAnalysis:
+    """What a compiled program communicates and how much memory it uses, per device."""
+
+    collectives: tuple[Collective, ...]
+    """Every collective, in program order."""
+    largest_values: tuple[Value, ...]
+    """The largest computed values (top 10 by bytes), parameters excluded."""
+    temp_bytes: int | None
+    """Temporary memory XLA allocates per device (None if the backend does not say)."""
+    num_devices: int
+    """Devices the program runs on."""
+
+    def of_kind(self, *kinds: str) -> list[Collective]:
+        return [c for c in self.collectives if c.kind in kinds]
+
+    @property
+    def total_bytes(self) -> int | None:
+        """Bytes each device sends in over a whole execution (None if a count is unknown)."""
+        if any(c.count is None for c in self.collectives):
+            return None
+        return sum(c.bytes * c.count for c in self.collectives)
+
+    def values_at_least(self, elements: int) -> list[Value]:
+        return [v for v in self.largest_values if v.shape.elements >= elements]
+
+
+# ---------------------------------------------------------------------------------------
+# Reading HLO text
+
+
+@dataclasses.dataclass
+class _Instruction:
+    name: str
+    shapes: tuple[ArrayShape, ...]
+    opcode: str
+    operands: list[str]
+    inline_shapes: tuple[ArrayShape, ...]
+    attrs: str
+
+
+_SHAPE = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+(?:fn|fnuz)?)?)\[([^\]]*)\]")
+_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
+_CALLS = re.compile(
+    r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%?([\w.\-]+)"
+)
+_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
+
+
+def _shapes(text: str) -> tuple[ArrayShape, ...]:
+    out = []
+    for dtype, dims in _SHAPE.findall(text):
+        if dtype not in _DTYPE_BYTES:
+            continue
+        sizes = tuple(int(d.lstrip("<=")) for d in dims.split(",") if d.strip())
+        out.append(ArrayShape(dtype, sizes))
+    return tuple(out)
+
+
+def _matching(text: str, start: int, open_ch: str, close_ch: str) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_ch:
+            depth += 1
+        elif text[i] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text) - 1
+
+
+def _parse_instruction(line: str) -> _Instruction | None:
+    m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
+    if not m:
+        return None
+    rest = line[m.end():]
+    if rest.startswith("("):
+        end = _matching(rest, 0, "(", ")")
+        shape_text, rest = rest[: end + 1], rest[end + 1:].lstrip()
+    else:
+        shape_text, _, rest = rest.partition(" ")
+    op = re.match(r"([a-z][\w\-]*)\(", rest)
+    if not op:
+        return None
+    close = _matching(rest, op.end() - 1, "(", ")")
+    operand_text = rest[op.end(): close]
+    return _Instruction(
+        name=m.group(1),
+        shapes=_shapes(shape_text),
+        opcode=op.group(1),
+        operands=re.findall(r"%([\w.\-]+)", operand_text),
+        inline_shapes=_shapes(operand_text),
+        attrs=rest[close + 1:],
+    )
+
+
+def _parse_module(text: str):
+    """HLO text -> ({computation: [instructions]}, entry name)."""
+    computations: dict[str, list[_Instruction]] = {}
+    entry, current = None, None
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header and "=" not in line.split("(")[0]:
+            current = header.group(2)
+            computations[current] = []
+            if header.group(1):
+                entry = current
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        if current is not None:
+            inst = _parse_instruction(line)
+            if inst:
+                computations[current].append(inst)
+    if entry is None and computations:
+        entry = list(computations)[-1]
+    return computations, entry
+
+
+def _multipliers(computations, entry) -> tuple[dict[str, int | None], set[str]]:
+    """How many times each computation runs per execution, and which are fusion bodies."""
+    edges: dict[str, list[tuple[str, int | None]]] = defaultdict(list)
+    fused: set[str] = set()
+    for comp, insts in computations.items():
+        for inst in insts:
+            trip = None
+            if inst.opcode == "while":
+                t = _TRIP.search(inst.attrs)
+                trip = int(t.group(1)) if t else None
+            for kind, callee in _CALLS.findall(inst.attrs):
+                if inst.opcode == "fusion" and kind == "calls":
+                    fused.add(callee)
+                factor = trip if kind in ("body", "condition") else 1
+                if kind == "condition" and trip is not None:
+                    factor = trip + 1
+                edges[comp].append((callee, factor))
+            for branch in _BRANCHES.findall(inst.attrs):
+                for callee in re.findall(r"%?([\w.\-]+)", branch):
+                    edges[comp].append((callee, 1))
+    mult: dict[str, int | None] = {}
+
+    def visit(comp: str, m: int | None):
+        # A computation called from several places runs the sum of their counts.
+        prev = mult.get(comp, 0)
+        mult[comp] = None if (prev is None or m is None) else prev + m
+        for callee, factor in edges.get(comp, ()):
+            visit(callee, None if (m is None or factor is None) else m * factor)
+
+    if entry:
+        visit(entry, 1)
+    return mult, fused
+
+
+def _axes_of_groups(groups: list[list[int]], mesh_shape, axis_names) -> tuple[str, ...]:
+    varying = set()
+    for group in groups:
+        coords = np.array([np.unravel_index(d, mesh_shape) for d in group])
+        for i, name in enumerate(axis_names):
+            if len(set(coords[:, i])) > 1:
+                varying.add(i)
+    return tuple(axis_names[i] for i in sorted(varying))
+
+
+def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]:
+    """Every collective in compiled HLO text, attributed to the given mesh's axes."""
+    computations, entry = _parse_module(text)
+    mult, _ = _multipliers(computations, entry)
+    num_devices = int(np.prod(mesh_shape))
+    found = []
+    for comp, insts in computations.items():
+        by_name = {i.name: i for i in insts}
+        for inst in insts:
+            kind = inst.opcode.removesuffix("-start")
+            if kind not in COLLECTIVE_KINDS or inst.opcode.endswith("-done"):
+                continue
+            if inst.inline_shapes:
+                operands = inst.inline_shapes
+            else:
+                operands = tuple(s for o in inst.operands if o in by_name for s in by_name[o].shapes)
+            results = inst.shapes
+            if inst.opcode.endswith("-start") and len(results) >= 2 * len(operands):
+                results = results[len(operands):]  # async: (operands..., results...)
+            shifts: tuple[int, ...] = ()
+            pairs = parse_source_target_pairs(inst.attrs)
+            if pairs is not None:
+                pairs = [(s, t) for s, t in pairs if s != t]
+                axes = _axes_of_groups([[s, t] for s, t in pairs], mesh_shape, axis_names)
+                group_size = int(np.prod([mesh_shape[axis_names.index(a)] for a in axes])) if axes else 1
+                if len(axes) == 1:
+                    i = axis_names.index(axes[0])
+                    n = mesh_shape[i]
+                    shifts = tuple(sorted({
+                        int(np.unravel_index(t, mesh_shape)[i] - np.unravel_index(s, mesh_shape)[i]) % n
+                        for s, t in pairs
+                    }))
+            else:
+                groups = parse_replica_groups(inst.attrs)
+                if not groups:  # absent or {}: all devices in one group
+                    groups = [list(range(num_devices))]
+                axes = _axes_of_groups(groups, mesh_shape, axis_names)
+                group_size = len(groups[0])
+            if group_size <= 1:
+                continue  # every device alone in its group: nothing moves (e.g. psum over a size-1 axis)
+            found.append(Collective(
+                kind=kind, axes=axes, operands=operands, results=results,
+                count=mult.get(comp, 1), group_size=group_size, shifts=shifts, name=inst.name,
+            ))
+    return found
+
+
+def values_from_text(text: str, top: int = 10) -> list[Value]:
+    """The largest values computed outside fusion bodies (parameters excluded)."""
+    computations, entry = _parse_module(text)
+    _, fused = _multipliers(computations, entry)
+    values = []
+    for comp, insts in computations.items():
+        if comp in fused:
+            continue
+        for inst in insts:
+            if inst.opcode in ("parameter", "get-tuple-element", "tuple", "constant", "bitcast"):
+                continue
+            for shape in inst.shapes:
+                values.append(Value(inst.name, shape, inst.opcode))
+    values.sort(key=lambda v: -v.shape.bytes)
+    return values[:top]
+
+
+def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = None) -> ProgramAnalysis:
+    return ProgramAnalysis(
+        collectives=tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names))),
+        largest_values=tuple(values_from_text(text)),
+        temp_bytes=temp_bytes,
+        num_devices=int(np.prod(mesh_shape)),
+    )
+
+
+def analyze(compiled, mesh) -> ProgramAnalysis:
+    """Analyze a `jax.stages.Compiled` program that runs on `mesh`."""
+    try:
+        temp = int(compiled.memory_analysis().temp_size_in_bytes)
+    except Exception:  # some backends report no memory statistics
+        temp = None
+    return analyze_text(
+        compiled.as_text(), tuple(mesh.devices.shape), tuple(mesh.axis_names), temp
+    )

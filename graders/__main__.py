@@ -1,0 +1,36 @@
+"""python -m graders SUBMISSION --assignment NAME [-o results.json]"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m graders",
+        description="Grade one submission (.ipynb or .py) with the hidden graders.")
+    parser.add_argument("submission", help="the student's notebook or Python module")
+    parser.add_argument("--assignment", "-a", required=True, help="e.g. problem1")
+    parser.add_argument("-o", "--output", help="write Gradescope-format results.json here")
+    parser.add_argument("--only", nargs="+", metavar="FUNCTION", help="grade only these functions")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    args = parser.parse_args(argv)
+
+    from assignments.contracts import ASSIGNMENTS
+
+    if args.assignment not in ASSIGNMENTS:
+        parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
+    from .harness import grade_submission
+
+    result = grade_submission(args.submission, args.assignment, only=args.only)
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(result.to_gradescope(), f, indent=2)
+    if not args.quiet:
+        print(result.to_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

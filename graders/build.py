@@ -1,0 +1,165 @@
+"""Build what is generated from source/: release/ (nbgrader), solutions/, the solutions branch.
+
+    python -m graders.build all              # regenerate release/ and solutions/
+    python -m graders.build check            # exit 1 if release/ or solutions/ is stale
+    python -m graders.build solutions-branch # git branch 'solutions': release/ holds solved notebooks
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import nbformat
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def assignment_names(root: str = REPO_ROOT) -> list[str]:
+    source = os.path.join(root, "source")
+    return sorted(d for d in os.listdir(source)
+                  if os.path.exists(os.path.join(source, d, f"{d}.ipynb")))
+
+
+def nbgrader(args: list[str], cwd: str = REPO_ROOT, check: bool = True) -> subprocess.CompletedProcess:
+    """Run an nbgrader command with this Python; raise with its log on failure."""
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def build_release(name: str, release_dir: str) -> str:
+    """`nbgrader generate_assignment` into release_dir; returns the assignment's folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        nbgrader(["generate_assignment", name, "--force",
+                  f"--CourseDirectory.release_directory={release_dir}",
+                  f"--CourseDirectory.db_url=sqlite:///{tmp}/gradebook.db"])
+    return os.path.join(release_dir, name)
+
+
+def _strip_solution_markers(source: str) -> str:
+    lines = source.split("\n")
+    kept, hidden = [], False
+    for line in lines:
+        if HIDDEN_BEGIN in line:
+            hidden = True
+            continue
+        if HIDDEN_END in line:
+            hidden = False
+            continue
+        if hidden or any(m in line for m in SOLUTION_MARKERS):
+            continue
+        kept.append(line)
+    return "\n".join(kept).rstrip("\n")
+
+
+def solved_notebook(source_path: str):
+    """The source notebook with solutions in place and no hidden tests or outputs."""
+    nb = nbformat.read(source_path, as_version=4)
+    for cell in nb.cells:
+        cell.source = _strip_solution_markers(cell.source)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def solution_module(nb, name: str) -> str:
+    """An importable .py form of the solutions: the setup cell and every solution cell."""
+    chunks = [f'"""Solutions to {name}, generated from source/{name}/{name}.ipynb '
+              f'by `python -m graders.build`. Do not edit."""']
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
+            chunks.append(cell.source)
+    return "\n\n\n".join(chunks) + "\n"
+
+
+def build_solutions(name: str, out_dir: str) -> list[str]:
+    nb = solved_notebook(os.path.join(REPO_ROOT, "source", name, f"{name}.ipynb"))
+    os.makedirs(os.path.join(out_dir, name), exist_ok=True)
+    nb_path = os.path.join(out_dir, name, f"{name}.ipynb")
+    nbformat.write(nb, nb_path)
+    py_path = os.path.join(out_dir, f"{name}.py")
+    with open(py_path, "w") as f:
+        f.write(solution_module(nb, name))
+    return [nb_path, py_path]
+
+
+def build_all(root: str = REPO_ROOT) -> None:
+    for name in assignment_names():
+        build_release(name, os.path.join(root, "release"))
+        build_solutions(name, os.path.join(root, "solutions"))
+
+
+def stale_files() -> list[str]:
+    """Generated files that differ from what the generators make now."""
+    stale = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in assignment_names():
+            fresh_release = build_release(name, os.path.join(tmp, "release"))
+            for fn in os.listdir(fresh_release):
+                committed = os.path.join(REPO_ROOT, "release", name, fn)
+                if not os.path.exists(committed) or not filecmp.cmp(
+                        committed, os.path.join(fresh_release, fn), shallow=False):
+                    stale.append(os.path.relpath(committed, REPO_ROOT))
+            for fresh in build_solutions(name, os.path.join(tmp, "solutions")):
+                committed = os.path.join(REPO_ROOT, os.path.relpath(fresh, tmp))
+                if not os.path.exists(committed) or not filecmp.cmp(committed, fresh, shallow=False):
+                    stale.append(os.path.relpath(committed, REPO_ROOT))
+    return stale
+
+
+def solutions_branch(branch: str = "solutions") -> str:
+    """Make git branch `branch`: HEAD with every release notebook replaced by its solved form.
+
+    Built with git plumbing in a private index, so the working tree is not touched.
+    """
+    def git(*args, env=None, input=None):
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, check=True, capture_output=True,
+                              text=True, env=env, input=input).stdout.strip()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+        git("read-tree", "HEAD", env=env)
+        for name in assignment_names():
+            solved = os.path.join(REPO_ROOT, "solutions", name, f"{name}.ipynb")
+            blob = git("hash-object", "-w", solved)
+            git("update-index", "--add", "--cacheinfo", f"100644,{blob},release/{name}/{name}.ipynb", env=env)
+        tree = git("write-tree", env=env)
+    commit = git("commit-tree", tree, "-p", "HEAD", "-m",
+                 "Self-study: release notebooks with the solutions filled in")
+    git("update-ref", f"refs/heads/{branch}", commit)
+    return commit
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders.build", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["all", "check", "solutions-branch"])
+    args = parser.parse_args(argv)
+    if args.what == "all":
+        build_all()
+        print("release/ and solutions/ regenerated from source/")
+    elif args.what == "check":
+        stale = stale_files()
+        if stale:
+            print("stale generated files (run `python -m graders.build all` and commit):")
+            print("\n".join(f"  {s}" for s in stale))
+            return 1
+        print("release/ and solutions/ are current")
+    else:
+        commit = solutions_branch()
+        print(f"branch 'solutions' now at {commit[:12]}: check it out for self-study")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

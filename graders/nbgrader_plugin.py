@@ -1,0 +1,71 @@
+"""nbgrader glue: fill the grade cells from the trusted graders, outside the student's kernel.
+
+nbgrader's `Execute` runs the student's notebook in the student's kernel, where any cell
+could monkeypatch JAX or the checks. So the autograde pipeline runs `FillGradeCells`
+right after it: it grades the submitted code with `python -m graders` in a separate
+process and replaces each grade cell's outputs with the grader's message and score.
+nbgrader's `SaveAutoGrades` then reads a number as partial credit. Whatever the kernel
+printed there (stderr included, which nbgrader scores as 0) is gone.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Integer
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def grade_notebook(nb, assignment: str, timeout: int) -> dict:
+    """Run the graders on a notebook object; returns the Gradescope-format result."""
+    with tempfile.TemporaryDirectory(prefix="nbgrader-grade-") as tmp:
+        path = os.path.join(tmp, "submission.ipynb")
+        out = os.path.join(tmp, "results.json")
+        nbformat.write(nb, path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "graders", path, "--assignment", assignment, "-o", out, "--quiet"],
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
+        )
+        if proc.returncode != 0 or not os.path.exists(out):
+            tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"the graders failed on this notebook: {tail[0]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+class FillGradeCells(NbGraderPreprocessor):
+    """Replace each autograded test cell's outputs with the trusted grader's verdict."""
+
+    timeout = Integer(1800, help="Seconds the graders may take for one notebook.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        assignment = resources["nbgrader"]["assignment"]
+        try:
+            graded = grade_notebook(nb, assignment, self.timeout)
+            tests = {t["name"]: t for t in graded["tests"]}
+            failure = None
+        except Exception as e:  # the grade cells get a clear zero, the batch goes on
+            tests, failure = {}, str(e)
+            self.log.error("grading %s failed: %s", resources["nbgrader"].get("student"), e)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            test = tests.get(meta.get("grade_id"))
+            if test is None:
+                text = failure or f"no grader result for {meta.get('grade_id')!r}"
+                score = 0
+            else:
+                text, score = test["output"], test["score"]
+            cell.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text=text + "\n"),
+                nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
+                                       execution_count=cell.get("execution_count") or 1),
+            ]
+        return nb, resources

@@ -1,0 +1,99 @@
+"""Grading results: small dataclasses, with the text and Gradescope views made from them."""
+from __future__ import annotations
+
+import dataclasses
+
+from assignments.evaluate import CaseResult
+
+VALUES_WEIGHT = 0.5
+"""Share of a part's points for right values (shape, dtype, sharding, numbers) per case;
+the rest is for meeting the communication rule, counted only where the values are right."""
+
+
+MAX_CASES_SHOWN = 4
+"""Failing cases listed in a part's output; the rest are counted."""
+
+
+@dataclasses.dataclass
+class PartResult:
+    """The verdict on one graded function."""
+
+    name: str
+    max_score: float
+    cases: list[CaseResult]
+    note: str = ""
+    """A problem that applies to the whole part (e.g. a cell that failed to run)."""
+
+    @property
+    def score(self) -> float:
+        if not self.cases:
+            return 0.0
+        credit = sum(VALUES_WEIGHT * c.values_ok + (1 - VALUES_WEIGHT) * (c.values_ok and c.rule_ok)
+                     for c in self.cases)
+        return round(self.max_score * credit / len(self.cases), 2)
+
+    @property
+    def passed(self) -> bool:
+        return self.score >= self.max_score
+
+    @property
+    def output(self) -> str:
+        """What the student may read: which cases failed and why (no hidden inputs)."""
+        ok = sum(c.passed for c in self.cases)
+        values = sum(c.values_ok for c in self.cases)
+        rule = sum(c.values_ok and c.rule_ok for c in self.cases)
+        lines = [f"{self.name}: {self.score:g}/{self.max_score:g} points; {ok} of {len(self.cases)} "
+                 f"cases fully right (values right in {values}, values and communication right in {rule})."]
+        if self.note:
+            lines.append(f"  note: {self.note}")
+        failing = [c for c in self.cases if not c.passed]
+        for c in failing[:MAX_CASES_SHOWN]:
+            lines.append(f"  - [{c.case.label}] " + "; ".join(c.problems))
+        if len(failing) > MAX_CASES_SHOWN:
+            lines.append(f"  - ... and {len(failing) - MAX_CASES_SHOWN} more failing case(s)")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class SubmissionResult:
+    """The verdict on one submission of one assignment."""
+
+    assignment: str
+    submission: str
+    parts: list[PartResult]
+    problems: list[str] = dataclasses.field(default_factory=list)
+    """Problems met while running the submission (failed cells, syntax errors, ...)."""
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds spent per phase (export, compile, run, ...)."""
+
+    @property
+    def score(self) -> float:
+        return round(sum(p.score for p in self.parts), 2)
+
+    @property
+    def max_score(self) -> float:
+        return sum(p.max_score for p in self.parts)
+
+    def part(self, name: str) -> PartResult:
+        return next(p for p in self.parts if p.name == name)
+
+    def to_gradescope(self) -> dict:
+        extra = ("\n\nWhile running your submission: " + "; ".join(self.problems)) if self.problems else ""
+        return {
+            "score": self.score,
+            "output": f"{self.assignment}: {self.score:g}/{self.max_score:g} points from the hidden "
+                      f"graders (written answers are graded by hand).{extra}",
+            "tests": [
+                {"name": p.name, "score": p.score, "max_score": p.max_score,
+                 "status": "passed" if p.passed else "failed", "output": p.output}
+                for p in self.parts
+            ],
+        }
+
+    def to_text(self) -> str:
+        lines = [f"{self.assignment} — {self.submission}",
+                 f"score: {self.score:g} / {self.max_score:g} (auto-graded parts)"]
+        for problem in self.problems:
+            lines.append(f"! {problem}")
+        lines += ["", *(p.output for p in self.parts)]
+        return "\n".join(lines)
