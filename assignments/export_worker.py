@@ -152,18 +152,25 @@ def signature_problem(fn, part: dict) -> str | None:
     return f"wrong signature: expected {part['signature']}, but {part['name']}{have} cannot be called that way"
 
 
-def export_case(fn, case: dict):
-    import jax
-    from jax.sharding import AxisType, NamedSharding, PartitionSpec
+class Exporter:
+    """Traces and serializes one case. It holds its own references to the JAX functions it
+    needs, taken before any student code runs, so a submission that reassigns `jax.jit` or
+    `jax.export` in a cell does not change how it is exported."""
 
-    mesh = jax.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(AxisType.Auto, AxisType.Auto))
-    specs = [
-        jax.ShapeDtypeStruct(tuple(a["shape"]), a["dtype"],
-                             sharding=NamedSharding(mesh, PartitionSpec(*a["spec"])))
-        for a in case["args"]
-    ]
-    jitted = jax.jit(functools.partial(fn, mesh=mesh, **case["statics"]))
-    return jax.export.export(jitted)(*specs).serialize()
+    def __init__(self):
+        import jax
+        from jax.sharding import AxisType, NamedSharding, PartitionSpec
+
+        self.jit, self.export, self.make_mesh = jax.jit, jax.export.export, jax.make_mesh
+        self.sds, self.named, self.spec = jax.ShapeDtypeStruct, NamedSharding, PartitionSpec
+        self.auto = AxisType.Auto
+
+    def __call__(self, fn, case: dict) -> bytes:
+        mesh = self.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(self.auto, self.auto))
+        specs = [self.sds(tuple(a["shape"]), a["dtype"], sharding=self.named(mesh, self.spec(*a["spec"])))
+                 for a in case["args"]]
+        jitted = self.jit(functools.partial(fn, mesh=mesh, **case["statics"]))
+        return bytes(self.export(jitted)(*specs).serialize())
 
 
 def main(request_path: str) -> int:
@@ -186,9 +193,13 @@ def main(request_path: str) -> int:
     for name in BLOCKED_MODULES:
         sys.modules.pop(name, None)
 
+    import time
+
     from assignments.devices import setup_devices
 
     setup_devices(request["devices"])
+    export_case = Exporter()
+    jax_ready = time.perf_counter()
     # Student output goes nowhere: the events file is the only channel back.
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -197,7 +208,8 @@ def main(request_path: str) -> int:
         except SubmissionUnreadable as e:
             emit(event="unreadable", message=str(e))
             return 0
-        emit(event="loaded", problems=problems)
+        loaded = time.perf_counter()
+        emit(event="loaded", problems=problems, run_submission_s=loaded - jax_ready)
         done = set(request.get("skip", []))
         for part in request["parts"]:
             fn = namespace.get(part["name"])
@@ -235,9 +247,9 @@ def main(request_path: str) -> int:
                     continue
                 path = os.path.join(out_dir, f"{case['id']}.jaxexport")
                 with open(path, "wb") as f:
-                    f.write(bytes(blob))
+                    f.write(blob)
                 emit(event="case", id=case["id"], status="ok", file=path)
-    emit(event="finished")
+    emit(event="finished", export_s=time.perf_counter() - loaded)
     return 0
 
 

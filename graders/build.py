@@ -29,8 +29,10 @@ def assignment_names(root: str = REPO_ROOT) -> list[str]:
 
 def nbgrader(args: list[str], cwd: str = REPO_ROOT, check: bool = True) -> subprocess.CompletedProcess:
     """Run an nbgrader command with this Python; raise with its log on failure."""
+    # nbgrader runs helper commands (alembic) from PATH: use this environment's.
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if check and proc.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc

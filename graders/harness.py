@@ -81,8 +81,10 @@ def _read_events(path: str) -> list[dict]:
 
 
 def run_child(assignment: Assignment, cases: dict[str, list[Case]], submission: str,
-              work: str, limits: Limits) -> tuple[dict[str, dict], list[str]]:
-    """Export every case; returns ({case id: event}, problems while loading)."""
+              work: str, limits: Limits, timings: dict[str, float]) -> tuple[dict[str, dict], list[str]]:
+    """Export every case; returns ({case id: event}, problems while loading).
+
+    Adds the child's own phase times to `timings`."""
     events_path = os.path.join(work, "events.jsonl")
     all_ids = [_case_id(p, i) for p in assignment.parts for i in range(len(cases[p.name]))]
     results: dict[str, dict] = {}
@@ -124,6 +126,9 @@ def run_child(assignment: Assignment, cases: dict[str, list[Case]], submission: 
                 return {i: {"status": "error", "message": event["message"]} for i in all_ids}, [event["message"]]
             if kind == "loaded" and attempt == 0:
                 load_problems = event.get("problems", [])
+                timings["child: run the submission"] = event.get("run_submission_s", 0.0)
+            if kind == "finished":
+                timings["child: trace and export"] = timings.get("child: trace and export", 0) + event.get("export_s", 0)
             if kind == "start":
                 started = event["id"]
             if kind == "case":
@@ -147,8 +152,11 @@ def run_child(assignment: Assignment, cases: dict[str, list[Case]], submission: 
     return results, load_problems
 
 
-def judge_case(part: Part, case: Case, event: dict, seed: int) -> CaseResult:
-    """Compile, inspect, run and compare one exported case."""
+def judge_case(part: Part, case: Case, event: dict, seed: int,
+               timings: dict[str, float] | None = None) -> CaseResult:
+    """Compile, inspect, run and compare one exported case (adding phase times to `timings`)."""
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter()
     if event.get("status") != "ok":
         return CaseResult.failed(case, event.get("message", "no artifact was produced"))
     try:
@@ -160,7 +168,12 @@ def judge_case(part: Part, case: Case, event: dict, seed: int) -> CaseResult:
     except Exception as e:
         return CaseResult.failed(case, f"the exported program could not be compiled: "
                                        f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
-    return evaluate_compiled(part, case, mesh, compiled, exported.mlir_module(), arrays)
+    t1 = time.perf_counter()
+    result = evaluate_compiled(part, case, mesh, compiled, exported.mlir_module(), arrays)
+    timings["parent: deserialize and compile"] = timings.get("parent: deserialize and compile", 0) + t1 - t0
+    timings["parent: inspect, run and compare"] = (timings.get("parent: inspect, run and compare", 0)
+                                                   + time.perf_counter() - t1)
+    return result
 
 
 def grade_submission(submission: str, assignment_name: str, *, limits: Limits = Limits(),
@@ -178,17 +191,18 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
             events, problems = {}, [f"no submission file at {submission}"]
         else:
             t0 = time.perf_counter()
-            events, problems = run_child(assignment, cases, submission, work, limits)
-            timings["child (start-up, run submission, export)"] = time.perf_counter() - t0
+            events, problems = run_child(assignment, cases, submission, work, limits, timings)
+            timings["child: start Python, import JAX"] = (
+                time.perf_counter() - t0 - timings.get("child: run the submission", 0)
+                - timings.get("child: trace and export", 0))
         t0 = time.perf_counter()
         parts = []
         for part in assignment.parts:
             results = [
-                judge_case(part, case, events.get(_case_id(part, i), {}), seed + i)
+                judge_case(part, case, events.get(_case_id(part, i), {}), seed + i, timings)
                 for i, case in enumerate(cases[part.name])
             ]
             parts.append(PartResult(part.name, part.points, results))
-        timings["parent (compile, inspect, run, compare)"] = time.perf_counter() - t0
     if problems:
         for p in parts:
             if not any(c.values_ok for c in p.cases):

@@ -1,0 +1,29 @@
+# The course kit's two entry points. Each creates its virtual environment from the
+# project's files on first use (pip install -e .), then runs.
+#   make demo    release problem1, autograde sample submissions with nbgrader, print the gradebook
+#   make test    the kit's whole test suite
+# PYTHON picks the interpreter (default: Python 3.11); VENV the environment's folder.
+
+PYTHON ?= $(shell .ci/find-python 3.11)
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test venv clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -c "import jax, sys; print('stack: Python', sys.version.split()[0], '| JAX', jax.__version__)"
+	touch $@
+
+venv: $(BIN)/.installed
+
+demo: $(BIN)/.installed
+	$(BIN)/python -m graders.demo
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf .venv .venv311 .venv312 submitted autograded feedback gradebook.db

@@ -1,0 +1,26 @@
+"""Shared fixtures. JAX gets its 8 simulated devices before any test touches it."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)  # graders/ and solutions/ run from the repository
+# Kernels and nbgrader's helpers are found on PATH: make it this environment's.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+import assignments  # noqa: E402
+
+assignments.setup_devices(8)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def mesh_2x4():
+    return assignments.make_mesh((2, 4))

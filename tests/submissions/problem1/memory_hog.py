@@ -1,0 +1,53 @@
+"""A memory hog at top level: after defining every function correctly, the module allocates
+about 40 GB with NumPy. The grading child has an 8 GiB address-space limit, so this raises
+MemoryError; the functions are already defined and keep their marks.
+"""
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+import numpy as np
+
+
+def shard_average_jit(A, *, mesh):
+    nX = mesh.shape['X']
+    S, D = A.shape
+
+    def average(a):
+        return a.reshape(nX, S // nX, D).mean(axis=1)
+
+    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
+
+
+def shard_average_shard_map(A, *, mesh):
+    def local(block):
+        return block.mean(axis=0, keepdims=True)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
+
+
+def block_average_jit(A, *, mesh):
+    nX, nY = mesh.shape['X'], mesh.shape['Y']
+    S, D = A.shape
+
+    def average(a):
+        return a.reshape(nX, S // nX, nY, D // nY).mean(axis=(1, 3))
+
+    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
+
+
+def block_average_shard_map(A, *, mesh):
+    def local(block):
+        return block.mean(keepdims=True)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
+
+
+def roll_diff(A, *, mesh, shift):
+    def local(block):
+        return jnp.roll(block, shift, axis=0) - block
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
+
+
+# A "cache" of the whole problem, far larger than the grading process may use.
+table = np.ones((5_000_000_000,), dtype=np.float64)

@@ -1,0 +1,44 @@
+"""Generated files: release/ and solutions/ are what the generators make from source/."""
+import os
+import subprocess
+import sys
+
+import nbformat
+
+from graders import build
+
+
+def test_release_and_solutions_are_current():
+    """Are the committed release/ and solutions/ what `python -m graders.build all` makes now?"""
+    assert build.stale_files() == []
+
+
+def test_release_has_no_solutions_or_hidden_tests(repo_root):
+    """Does the released notebook hold stubs, and none of the solution or hidden test lines?"""
+    for name in build.assignment_names():
+        text = open(os.path.join(repo_root, "release", name, f"{name}.ipynb")).read()
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
+        assert "raise NotImplementedError()" in text
+
+
+def test_points_match_the_contract(repo_root):
+    """Do the source notebook's grade cells carry the contract's names and points?"""
+    from assignments.contracts import ASSIGNMENTS
+
+    for name, assignment in ASSIGNMENTS.items():
+        nb = nbformat.read(os.path.join(repo_root, "source", name, f"{name}.ipynb"), as_version=4)
+        graded = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader["points"]
+                  for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+        expected = {p.name: p.points for p in assignment.parts}
+        expected.update({w.name: w.points for w in assignment.written})
+        assert graded == expected
+
+
+def test_solutions_branch(repo_root, tmp_path):
+    """Does the solutions-branch command make a branch whose release notebooks are solved?"""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", repo_root, str(clone)], check=True)
+    subprocess.run([sys.executable, "-m", "graders.build", "solutions-branch"], cwd=clone, check=True)
+    shown = subprocess.run(["git", "show", "solutions:release/problem1/problem1.ipynb"], cwd=clone,
+                           check=True, capture_output=True, text=True).stdout
+    assert "NotImplementedError" not in shown and "jnp.roll(block, shift, axis=0)" in shown

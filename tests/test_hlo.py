@@ -1,0 +1,122 @@
+"""The HLO analysis: collectives, mesh axes, bytes, loop trip counts and value sizes."""
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from assignments.hlo import analyze, analyze_text
+
+MESH_SHAPE, AXES = (2, 4), ("X", "Y")
+
+ASYNC_AND_TUPLE = """
+HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: (s32[], f32[8,4])) -> (s32[], f32[8,4]) {
+  %p = (s32[], f32[8,4]{1,0}) parameter(0)
+  %x = f32[8,4]{1,0} get-tuple-element(%p), index=1
+  %cp = (f32[8,4]{1,0}, f32[8,4]{1,0}) collective-permute-start(f32[8,4]{1,0} %x), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0},{4,5},{5,6},{6,7},{7,4}}
+  %d = f32[8,4]{1,0} collective-permute-done(%cp)
+  %i = s32[] get-tuple-element(%p), index=0
+  ROOT %t = (s32[], f32[8,4]{1,0}) tuple(%i, %d)
+}
+
+%cond (p: (s32[], f32[8,4])) -> pred[] {
+  %p = (s32[], f32[8,4]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (x: f32[8,4], y: f32[8,2]) -> f32[8,4] {
+  %x = f32[8,4]{1,0} parameter(0)
+  %y = f32[8,2]{1,0} parameter(1)
+  %ar = (f32[8,4]{1,0}, f32[8,2]{1,0}) all-reduce(%x, %y), channel_id=1, replica_groups=[4,2]<=[2,4]T(1,0), use_global_device_ids=true, to_apply=%add
+  %z = s32[] constant(0)
+  %g = f32[8,4]{1,0} get-tuple-element(%ar), index=0
+  %t = (s32[], f32[8,4]{1,0}) tuple(%z, %g)
+  %w = (s32[], f32[8,4]{1,0}) while(%t), condition=%cond, body=%body, backend_config={"known_trip_count":{"n":"3"}}
+  ROOT %r = f32[8,4]{1,0} get-tuple-element(%w), index=1
+}
+"""
+
+
+def test_async_permute_in_loop_and_combined_all_reduce():
+    """Does the analysis fold async forms, multiply by trip counts and count tuple pieces?"""
+    a = analyze_text(ASYNC_AND_TUPLE, MESH_SHAPE, AXES)
+    kinds = {c.kind: c for c in a.collectives}
+    assert set(kinds) == {"all-reduce", "collective-permute"}
+    ar = kinds["all-reduce"]
+    assert ar.axes == ("X",) and ar.pieces == 2 and ar.elements == 8 * 4 + 8 * 2 and ar.count == 1
+    cp = kinds["collective-permute"]
+    assert cp.axes == ("Y",) and cp.count == 3 and cp.shifts == (1,) and cp.bytes == 8 * 4 * 4
+    assert a.total_bytes == ar.bytes + 3 * cp.bytes
+
+
+def compile_on(mesh, fn, *arrays_and_specs):
+    args = [jax.device_put(a, NamedSharding(mesh, s)) for a, s in arrays_and_specs]
+    return analyze(jax.jit(fn).lower(*args).compile(), mesh)
+
+
+def ring_matmul(mesh, unroll, direction):
+    def body(lhs, rhs):
+        n = jax.lax.axis_size("Y")
+        perm = [(j, (j + direction) % n) for j in range(n)]
+
+        def step(i, carry):
+            acc, l = carry
+            return acc + l @ rhs[: l.shape[1]], jax.lax.ppermute(l, "Y", perm)
+
+        acc = jax.lax.pcast(jnp.zeros((lhs.shape[0], rhs.shape[1]), lhs.dtype), ("X", "Y"), to="varying")
+        acc, l = jax.lax.fori_loop(0, n - 1, step, (acc, lhs), unroll=unroll)
+        return acc + l  # use the last permute, so XLA cannot drop it
+
+    return jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
+
+
+@pytest.mark.parametrize("unroll", [False, True])
+@pytest.mark.parametrize("direction", [1, -1])
+def test_ring_loop_counts_and_direction(mesh_2x4, unroll, direction):
+    """Are a rolled and an unrolled ring judged alike, with the ring direction read right?"""
+    x = np.ones((16, 16), np.float32)
+    a = compile_on(mesh_2x4, ring_matmul(mesh_2x4, unroll, direction),
+                   (x, P("X", "Y")), (x, P(None, "Y")))
+    permutes = a.of_kind("collective-permute")
+    assert sum(c.count for c in permutes) == 3          # nY - 1 steps
+    assert all(c.axes == ("Y",) and c.operands[0].dims == (8, 4) for c in permutes)
+    assert {s for c in permutes for s in c.shifts} == {direction % 4}
+
+
+def test_psum_axes_and_sizes(mesh_2x4):
+    """Is a psum over Y of a [2, 3] block one all-reduce over Y of 6 elements?"""
+    f = jax.shard_map(lambda b: jax.lax.psum(b[:2, :3], "Y"), mesh=mesh_2x4,
+                      in_specs=P("X", "Y"), out_specs=P("X", None))
+    a = compile_on(mesh_2x4, f, (np.ones((8, 24), np.float32), P("X", "Y")))
+    (c,) = a.collectives
+    assert (c.kind, c.axes, c.elements, c.bytes, c.count, c.group_size) == ("all-reduce", ("Y",), 6, 24, 1, 4)
+
+
+def test_no_communication_and_largest_values(mesh_2x4):
+    """Does shard-local work show no collective, and are value sizes per device?"""
+    f = jax.shard_map(lambda b: jnp.outer(b[:, 0], b[:, 0]), mesh=mesh_2x4,
+                      in_specs=P("X", "Y"), out_specs=P("X", "Y"))
+    a = compile_on(mesh_2x4, f, (np.ones((64, 8), np.float32), P("X", "Y")))
+    assert a.collectives == ()
+    assert a.largest_values[0].shape.dims == (32, 32)
+    assert a.values_at_least(32 * 32) and not a.values_at_least(32 * 32 + 1)
+
+
+def test_trivial_axis_is_not_communication():
+    """Is a psum over an axis of size 1 left out (nothing moves)?"""
+    mesh = jax.make_mesh((8, 1), AXES, axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    f = jax.shard_map(lambda b: jax.lax.psum(b, "Y"), mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y"))
+    a = compile_on(mesh, f, (np.ones((8, 8), np.float32), P("X", "Y")))
+    assert a.collectives == ()

@@ -1,0 +1,92 @@
+"""The whole nbgrader loop on sample submissions: generate, autograde, feedback, export."""
+import csv
+import glob
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from graders.demo import autograde_course, prepare_course, read_gradebook, write_submissions
+
+pytestmark = pytest.mark.slow
+
+TAMPER_CELL = """
+import sys, jax, assignments, assignments.checks
+# A student's attempt to look good: fake checks, broken JAX, and noise on stderr.
+assignments.check = assignments.checks.check = lambda *a, **k: print("passed")
+jax.jit = lambda f, *a, **k: f
+sys.stderr.write("warning: some noise on stderr\\n")
+"""
+
+
+def add_cell(path, source):
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(source))
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    course = str(tmp_path_factory.mktemp("course"))
+    prepare_course("problem1", course)
+    write_submissions(course, "problem1")
+    submitted = os.path.join(course, "submitted")
+    for student, base in (("tamper", "stub"), ("noisy", "solution")):
+        folder = os.path.join(submitted, student, "problem1")
+        os.makedirs(folder)
+        nb = nbformat.read(os.path.join(submitted, base, "problem1", "problem1.ipynb"), as_version=4)
+        nbformat.write(nb, os.path.join(folder, "problem1.ipynb"))
+        add_cell(os.path.join(folder, "problem1.ipynb"), TAMPER_CELL)
+    export_csv = autograde_course("problem1", course)
+    return course, export_csv
+
+
+def auto_total(scores):
+    return round(sum(s for s, _, manual in scores.values() if not manual), 2)
+
+
+def test_gradebook(course):
+    """Does the gradebook show the solution at full marks, the stub at 0, mistakes partly?"""
+    path, _ = course
+    book = read_gradebook(path, "problem1")
+    assert auto_total(book["solution"]) == 11
+    assert auto_total(book["stub"]) == 0
+    assert 0 < auto_total(book["mistakes"]) < 11
+    assert book["solution"]["written_communication"][2], "the written answer waits for a human"
+
+
+def test_tampering_in_the_kernel_gains_nothing(course):
+    """Do fake checks, a broken jax.jit and stderr noise in the kernel leave scores unchanged?"""
+    book = read_gradebook(course[0], "problem1")
+    assert auto_total(book["tamper"]) == 0
+    assert auto_total(book["noisy"]) == 11
+
+
+def test_same_score_as_the_command_line(course, repo_root, tmp_path):
+    """Does `python -m graders` give the mistakes notebook the score nbgrader recorded?"""
+    path, _ = course
+    book = read_gradebook(path, "problem1")
+    nb = os.path.join(path, "submitted", "mistakes", "problem1", "problem1.ipynb")
+    out = tmp_path / "results.json"
+    subprocess.run([sys.executable, "-m", "graders", nb, "-a", "problem1", "-o", str(out), "--quiet"],
+                   cwd=repo_root, check=True)
+    import json
+    results = json.loads(out.read_text())
+    for test in results["tests"]:
+        assert book["mistakes"][test["name"]][0] == pytest.approx(test["score"])
+
+
+def test_feedback_and_export(course):
+    """Is feedback written without hidden test code, and does export list every student?"""
+    path, export_csv = course
+    pages = glob.glob(os.path.join(path, "feedback", "*", "problem1", "problem1.html"))
+    assert len(pages) == 5
+    for page in pages:
+        text = open(page).read()
+        assert "HIDDEN TESTS" not in text and "FillGradeCells" not in text
+    assert "wrong sharding" in open(os.path.join(path, "feedback", "mistakes", "problem1", "problem1.html")).read()
+    with open(export_csv) as f:
+        rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
+    assert rows["solution"] == 11 and rows["stub"] == 0
