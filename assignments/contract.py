@@ -26,6 +26,8 @@ class Arg:
     spec: tuple
     """PartitionSpec entries over the mesh axes ``('X', 'Y')``."""
     dtype: str = "float32"
+    high: str | None = None
+    """Integer arguments only: values lie in [0, high), a symbolic size such as ``'E'``."""
 
     def shape(self, case: "Case") -> tuple[int, ...]:
         sizes = case.all_sizes
@@ -87,6 +89,9 @@ class Part:
     """Names of static keyword arguments (after ``mesh``)."""
     style: str | None = None
     """``'jit'``: must not use shard_map; ``'shard_map'``: must use it; None: either."""
+    eager: bool = False
+    """Called eagerly on concrete arrays, not traced: graded on the result's shape, dtype,
+    sharding and values as reported by the submission's process (no artifact, no HLO)."""
 
     @property
     def signature(self) -> str:
@@ -121,6 +126,15 @@ class Assignment:
     @property
     def max_score(self) -> float:
         return sum(p.points for p in self.parts) + sum(w.points for w in self.written)
+
+
+def case_request(part: Part, case: Case, case_id: str) -> dict:
+    """One case as the export worker reads it (JSON): mesh, argument specs, statics."""
+    return {
+        "id": case_id, "mesh": list(case.mesh), "statics": dict(case.statics),
+        "args": [{"shape": list(a.shape(case)), "dtype": a.dtype, "spec": list(a.spec)}
+                 for a in part.args],
+    }
 
 
 def uses_shard_map(stablehlo_text: str) -> bool:

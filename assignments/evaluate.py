@@ -9,7 +9,7 @@ import dataclasses
 
 import jax
 import numpy as np
-from jax.sharding import AxisType, NamedSharding
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from .contract import MESH_AXES, Case, Part, uses_shard_map
 from .hlo import ProgramAnalysis, analyze
@@ -28,11 +28,15 @@ def make_mesh(shape: tuple[int, int]) -> jax.sharding.Mesh:
 
 
 def make_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
-    """Random float inputs with distinct values in every shard (so a wrong shard shows)."""
+    """Random inputs: floats with distinct values in every shard (so a wrong shard shows),
+    integers uniform in [0, high)."""
     rng = np.random.default_rng(seed)
     arrays = []
     for arg in part.args:
         shape = arg.shape(case)
+        if np.issubdtype(np.dtype(arg.dtype), np.integer):
+            arrays.append(rng.integers(0, case.all_sizes[arg.high], size=shape).astype(arg.dtype))
+            continue
         base = rng.standard_normal(shape) * 3.0
         if len(shape) >= 1:  # a per-row offset makes every row's mean different
             base += np.arange(shape[0]).reshape((-1,) + (1,) * (len(shape) - 1))
@@ -129,3 +133,31 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
             problems.append(wrong)
         values_ok = not problems
     return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
+
+
+def evaluate_eager_report(part: Part, case: Case, mesh, report: dict) -> CaseResult:
+    """Judge an eagerly called function from what the submission's process reported.
+
+    Only for parts the contract grades eagerly (e.g. placing a concrete array): the result
+    exists only in that process, so its description is all there is to judge.
+    """
+    problems: list[str] = []
+    want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
+    if report.get("type") != "Array":
+        problems.append(f"returned a {report.get('type')}; expected a jax.Array {part.result.describe(case)}")
+    elif tuple(report["shape"]) != want_shape:
+        problems.append(f"wrong shape: got {tuple(report['shape'])}, expected {want_shape}")
+    elif np.dtype(report["dtype"]) != want_dtype:
+        problems.append(f"wrong dtype: got {report['dtype']}, expected {want_dtype}")
+    else:
+        want = NamedSharding(mesh, part.result.partition_spec)
+        spec = report.get("spec")
+        got = None if spec is None else NamedSharding(
+            mesh, P(*[tuple(e) if isinstance(e, list) else e for e in spec]))
+        if got is None or not got.is_equivalent_to(want, len(want_shape)):
+            problems.append(f"wrong sharding: got {report.get('sharding')}, expected "
+                            f"{part.result.partition_spec} on the given mesh")
+        if not report.get("equal_to_input"):
+            problems.append("values wrong: the result's values differ from the input's")
+    ok = not problems
+    return CaseResult(case, ok, ok, problems)

@@ -165,8 +165,30 @@ class Exporter:
         self.sds, self.named, self.spec = jax.ShapeDtypeStruct, NamedSharding, PartitionSpec
         self.auto = AxisType.Auto
 
+    def mesh(self, case: dict):
+        return self.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(self.auto, self.auto))
+
+    def eager_report(self, fn, case: dict) -> dict:
+        """Call `fn` eagerly on single-device arrays and describe what it returned."""
+        import jax
+        import numpy as np
+
+        mesh = self.mesh(case)
+        inputs = [np.arange(int(np.prod(a["shape"])), dtype=a["dtype"]).reshape(a["shape"])
+                  for a in case["args"]]
+        out = fn(*[jax.device_put(x, jax.devices()[0]) for x in inputs], mesh=mesh, **case["statics"])
+        if not isinstance(out, jax.Array):
+            return {"type": type(out).__name__}
+        sharding = out.sharding
+        spec = None
+        if isinstance(sharding, self.named) and sharding.mesh.shape_tuple == mesh.shape_tuple:
+            spec = [list(e) if isinstance(e, tuple) else e for e in sharding.spec]
+        return {"type": "Array", "shape": list(out.shape), "dtype": str(out.dtype), "spec": spec,
+                "sharding": str(sharding),
+                "equal_to_input": bool(np.array_equal(np.asarray(out), inputs[0]))}
+
     def __call__(self, fn, case: dict) -> bytes:
-        mesh = self.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(self.auto, self.auto))
+        mesh = self.mesh(case)
         specs = [self.sds(tuple(a["shape"]), a["dtype"], sharding=self.named(mesh, self.spec(*a["spec"])))
                  for a in case["args"]]
         jitted = self.jit(functools.partial(fn, mesh=mesh, **case["statics"]))
@@ -231,7 +253,10 @@ def main(request_path: str) -> int:
                 emit(event="start", id=case["id"])
                 try:
                     with time_limit(request["case_timeout"]):
-                        blob = export_case(fn, case)
+                        if part.get("eager"):
+                            report = export_case.eager_report(fn, case)
+                        else:
+                            blob = export_case(fn, case)
                 except NotImplementedError:
                     emit(event="case", id=case["id"], status="error",
                          message="not implemented (the function raises NotImplementedError)")
@@ -244,6 +269,9 @@ def main(request_path: str) -> int:
                 except BaseException as e:
                     emit(event="case", id=case["id"], status="error",
                          message=f"raised while tracing: {describe_exception(e)}")
+                    continue
+                if part.get("eager"):
+                    emit(event="case", id=case["id"], status="ok", report=report)
                     continue
                 path = os.path.join(out_dir, f"{case['id']}.jaxexport")
                 with open(path, "wb") as f:

@@ -101,7 +101,7 @@ class Value:
     opcode: str
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class ProgramAnalysis:
     """What a compiled program communicates and how much memory it uses, per device."""
 
@@ -113,6 +113,12 @@ class ProgramAnalysis:
     """Temporary memory XLA allocates per device (None if the backend does not say)."""
     num_devices: int
     """Devices the program runs on."""
+
+    def __repr__(self) -> str:
+        total = self.total_bytes
+        moved = "an unknown number of" if total is None else f"{total:,}"
+        return (f"<ProgramAnalysis: {len(self.collectives)} collective(s), {moved} bytes sent "
+                f"per device, on {self.num_devices} devices>")
 
     def of_kind(self, *kinds: str) -> list[Collective]:
         return [c for c in self.collectives if c.kind in kinds]

@@ -1,19 +1,36 @@
 """Communication rules: what a graded function's compiled program may communicate.
 
 A rule looks at the `ProgramAnalysis` of one compiled case and lists what breaks it,
-each message naming what was observed against what is allowed.
+each message naming what was observed against what is allowed. Rules compose with
+`AllOf`; sizes are numbers or functions of the case's sizes (a dict with the problem's
+sizes plus ``nX`` and ``nY``), e.g. ``lambda s: s["B"] // s["nX"] * s["D"] // s["nY"]``.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable, Union
 
 from .hlo import Collective, ProgramAnalysis
+
+Size = Union[int, Callable[[dict], int]]
+
+
+def _size(size: Size, case) -> int:
+    return size(case.all_sizes) if callable(size) else int(size)
 
 
 def describe_collective(c: Collective) -> str:
     axes = "+".join(c.axes) or "no axis"
     times = "an unknown number of times" if c.count is None else f"x{c.count}"
     return f"{c.kind} over {axes} of {c.shape} ({c.bytes:,} bytes) {times}"
+
+
+def _observed(collectives) -> str:
+    return "; ".join(describe_collective(c) for c in collectives) or "none"
+
+
+def _over(c: Collective, axes: tuple[str, ...] | None) -> bool:
+    return axes is None or any(a in c.axes for a in axes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,9 +45,8 @@ class NoCommunication:
     def violations(self, analysis: ProgramAnalysis, case) -> list[str]:
         if not analysis.collectives:
             return []
-        seen = "; ".join(describe_collective(c) for c in analysis.collectives)
         hint = f" {self.why}" if self.why else ""
-        return [f"communication observed: {seen}; allowed: none.{hint}"]
+        return [f"communication observed: {_observed(analysis.collectives)}; allowed: none.{hint}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,3 +58,132 @@ class AnyCommunication:
 
     def violations(self, analysis: ProgramAnalysis, case) -> list[str]:
         return []
+
+
+@dataclasses.dataclass(frozen=True)
+class OnlyKinds:
+    """Every collective must be one of `kinds`."""
+
+    kinds: tuple[str, ...]
+    why: str = ""
+
+    def describe(self) -> str:
+        return f"only {', '.join(self.kinds)}"
+
+    def violations(self, analysis, case) -> list[str]:
+        bad = [c for c in analysis.collectives if c.kind not in self.kinds]
+        if not bad:
+            return []
+        hint = f" {self.why}" if self.why else ""
+        return [f"communication observed: {_observed(bad)}; allowed: only {', '.join(self.kinds)}.{hint}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Forbid:
+    """No collective of `kind` (over any of `axes`, when given)."""
+
+    kind: str
+    axes: tuple[str, ...] | None = None
+    why: str = ""
+
+    def describe(self) -> str:
+        over = f" over {'/'.join(self.axes)}" if self.axes else ""
+        return f"no {self.kind}{over}"
+
+    def violations(self, analysis, case) -> list[str]:
+        bad = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)]
+        if not bad:
+            return []
+        hint = f" {self.why}" if self.why else ""
+        return [f"communication observed: {_observed(bad)}; allowed: {self.describe()}.{hint}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Exactly:
+    """Exactly `count` runs of `kind` (loop trip counts included), each of `elements`
+    elements per device when given, over `axes` when given."""
+
+    kind: str
+    count: Size
+    elements: Size | None = None
+    axes: tuple[str, ...] | None = None
+
+    def describe(self) -> str:
+        size = "" if self.elements is None else " of the stated size"
+        return f"exactly the stated number of {self.kind}s{size}"
+
+    def violations(self, analysis, case) -> list[str]:
+        want = _size(self.count, case)
+        found = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)]
+        problems = []
+        if any(c.count is None for c in found):
+            problems.append(f"a {self.kind} runs inside a loop whose trip count is not known at compile "
+                            f"time; use a loop with static bounds (jax.lax.fori_loop with Python ints)")
+        got = sum(c.count or 0 for c in found)
+        over = f" over {'/'.join(self.axes)}" if self.axes else ""
+        if got != want:
+            problems.append(f"{self.kind}{over} runs {got} time(s); allowed: exactly {want} "
+                            f"(observed: {_observed(found)})")
+        if self.elements is not None:
+            size = _size(self.elements, case)
+            wrong = [c for c in found if c.elements != size]
+            if wrong:
+                problems.append(f"{self.kind} of the wrong size: {_observed(wrong)}; allowed: "
+                                f"{size:,} elements per device each")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class MaxTotalBytes:
+    """Bytes sent per device over a whole run, summed over every collective, at most `limit`."""
+
+    limit: Size
+    what: str = "the minimum"
+
+    def describe(self) -> str:
+        return f"at most {self.what} in bytes per device"
+
+    def violations(self, analysis, case) -> list[str]:
+        limit = _size(self.limit, case)
+        total = analysis.total_bytes
+        if total is None:
+            return [f"cannot bound the bytes sent: a collective runs inside a loop with no "
+                    f"compile-time trip count (observed: {_observed(analysis.collectives)})"]
+        if total > limit:
+            return [f"sends {total:,} bytes per device; allowed: at most {limit:,} ({self.what}). "
+                    f"Observed: {_observed(analysis.collectives)}"]
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
+class NoValueAtLeast:
+    """No computed value (outside fusions) with `elements` or more elements per device."""
+
+    elements: Size
+    what: str
+
+    def describe(self) -> str:
+        return f"no value as large as {self.what}"
+
+    def violations(self, analysis, case) -> list[str]:
+        limit = _size(self.elements, case)
+        big = analysis.values_at_least(limit)
+        if not big:
+            return []
+        seen = ", ".join(f"{v.name} = {v.shape} ({v.shape.elements:,} elements)" for v in big[:3])
+        return [f"the program computes {seen}; allowed: no value with {limit:,} or more elements "
+                f"({self.what})"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AllOf:
+    """Every one of `rules` must hold."""
+
+    rules: tuple
+    text: str = ""
+
+    def describe(self) -> str:
+        return self.text or "; ".join(r.describe() for r in self.rules)
+
+    def violations(self, analysis, case) -> list[str]:
+        return [v for r in self.rules for v in r.violations(analysis, case)]

@@ -9,8 +9,10 @@ the parent starts a new child for the cases that remain.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,12 +21,14 @@ from dataclasses import dataclass
 
 import jax
 
-from assignments.contract import Assignment, Case, Part
+from assignments.contract import Assignment, Case, Part, case_request
 from assignments.contracts import get_assignment
 from assignments.devices import setup_devices
-from assignments.evaluate import CaseResult, evaluate_compiled, make_inputs, make_mesh, place
+from assignments.evaluate import (
+    CaseResult, evaluate_compiled, evaluate_eager_report, make_mesh, place,
+)
 
-from .hidden import HIDDEN_SEED, hidden_cases
+from .hidden import HIDDEN_SEED, hidden_cases, hidden_inputs
 from .results import PartResult, SubmissionResult
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +46,17 @@ class Limits:
     """Seconds without progress after which the child is killed."""
     memory_bytes: int = 8 * 2**30
     """Address-space limit of the child."""
+    isolate_network: bool = True
+    """Run the child in a network namespace of its own (no network) where the OS allows it."""
+
+
+@functools.lru_cache(maxsize=1)
+def _no_network_prefix() -> tuple[str, ...]:
+    """`unshare -n` when this machine lets us make a network namespace, else nothing."""
+    unshare = shutil.which("unshare")
+    if unshare and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0:
+        return (unshare, "-n")
+    return ()
 
 
 def _case_id(part: Part, index: int) -> str:
@@ -54,12 +69,9 @@ def _request(assignment: Assignment, cases: dict[str, list[Case]], submission: s
     for part in assignment.parts:
         parts.append({
             "name": part.name, "signature": part.signature, "num_args": len(part.args),
-            "statics": list(part.statics),
-            "cases": [{
-                "id": _case_id(part, i), "mesh": list(case.mesh), "statics": dict(case.statics),
-                "args": [{"shape": list(a.shape(case)), "dtype": a.dtype, "spec": list(a.spec)}
-                         for a in part.args],
-            } for i, case in enumerate(cases[part.name])],
+            "statics": list(part.statics), "eager": part.eager,
+            "cases": [case_request(part, case, _case_id(part, i))
+                      for i, case in enumerate(cases[part.name])],
         })
     return {"submission": os.path.abspath(submission), "out_dir": out_dir, "devices": 8,
             "cell_timeout": limits.cell_timeout, "case_timeout": limits.case_timeout,
@@ -104,7 +116,8 @@ def run_child(assignment: Assignment, cases: dict[str, list[Case]], submission: 
             json.dump(_request(assignment, cases, submission, work, limits, list(results)), f)
         start_line = len(_read_events(events_path))
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", bootstrap, request_path], cwd=scratch, env=env,
+            [*(_no_network_prefix() if limits.isolate_network else ()),
+             sys.executable, "-I", "-c", bootstrap, request_path], cwd=scratch, env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # its own process group, so a kill takes its children too
         )
@@ -152,18 +165,20 @@ def run_child(assignment: Assignment, cases: dict[str, list[Case]], submission: 
     return results, load_problems
 
 
-def judge_case(part: Part, case: Case, event: dict, seed: int,
+def judge_case(assignment: Assignment, part: Part, case: Case, event: dict, seed: int,
                timings: dict[str, float] | None = None) -> CaseResult:
     """Compile, inspect, run and compare one exported case (adding phase times to `timings`)."""
     timings = {} if timings is None else timings
     t0 = time.perf_counter()
     if event.get("status") != "ok":
         return CaseResult.failed(case, event.get("message", "no artifact was produced"))
+    if part.eager:
+        return evaluate_eager_report(part, case, make_mesh(case.mesh), event["report"])
     try:
         with open(event["file"], "rb") as f:
             exported = jax.export.deserialize(bytearray(f.read()))
         mesh = make_mesh(case.mesh)
-        arrays = make_inputs(part, case, seed)
+        arrays = hidden_inputs(assignment, part, case, seed)
         compiled = jax.jit(exported.call).lower(*place(arrays, part, mesh)).compile()
     except Exception as e:
         return CaseResult.failed(case, f"the exported program could not be compiled: "
@@ -199,7 +214,7 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
         parts = []
         for part in assignment.parts:
             results = [
-                judge_case(part, case, events.get(_case_id(part, i), {}), seed + i, timings)
+                judge_case(assignment, part, case, events.get(_case_id(part, i), {}), seed + i, timings)
                 for i, case in enumerate(cases[part.name])
             ]
             parts.append(PartResult(part.name, part.points, results))

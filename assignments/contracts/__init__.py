@@ -1,10 +1,24 @@
-"""Every assignment's contract, by name."""
+"""Every assignment's contract, by name: one module per assignment, each defining ASSIGNMENT.
+
+A new assignment is a new module here (found automatically), named after the assignment.
+"""
 from __future__ import annotations
 
-from ..contract import Assignment
-from . import problem1
+import importlib
+import pkgutil
 
-ASSIGNMENTS: dict[str, Assignment] = {a.name: a for a in (problem1.ASSIGNMENT,)}
+from ..contract import Assignment
+
+
+def _discover() -> dict[str, Assignment]:
+    found = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        assignment = importlib.import_module(f"{__name__}.{info.name}").ASSIGNMENT
+        found[assignment.name] = assignment
+    return found
+
+
+ASSIGNMENTS: dict[str, Assignment] = _discover()
 
 
 def get_assignment(name: str) -> Assignment:

@@ -1,0 +1,399 @@
+"""The problem1 graders against a corpus of broken submissions.
+
+Each file in `tests/submissions/problem1/` is a small module defining the five graded
+functions; most are the reference solution with ONE function broken, so each test checks
+that exactly that function loses points (an exact score where the hidden cases make it
+deterministic), that every other function keeps full marks, and that the student-visible
+message (`PartResult.output`) says why. Grading one submission takes a few seconds, so each
+one is graded once per module (see the `grade` fixture).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+import assignments.evaluate
+from graders import Limits, SubmissionResult, grade_submission
+from graders.samples import notebook_from
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
+SOLUTION_PY = os.path.join(REPO_ROOT, "solutions", "problem1.py")
+SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
+RELEASE_NB = os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb")
+
+POINTS = {"shard_average_jit": 2, "shard_average_shard_map": 2, "block_average_jit": 2,
+          "block_average_shard_map": 2, "roll_diff": 3}
+
+FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
+"""Small limits for everything; the timeout tests pass smaller ones still."""
+
+
+@pytest.fixture(scope="module")
+def grade():
+    """grade(name_or_path, limits=FAST, only=None) -> SubmissionResult, graded once per module.
+
+    A bare name is a file of the corpus (`tests/submissions/problem1/<name>.py`).
+    """
+    cache: dict[tuple, SubmissionResult] = {}
+
+    def _grade(submission: str, limits: Limits = FAST, only: list[str] | None = None):
+        path = submission if os.sep in submission else os.path.join(CORPUS, submission + ".py")
+        key = (path, limits, tuple(only or ()))
+        if key not in cache:
+            cache[key] = grade_submission(path, "problem1", limits=limits, only=only)
+        return cache[key]
+
+    return _grade
+
+
+def assert_only_broken(result: SubmissionResult, broken: str, score: float, message: str) -> None:
+    """`broken` scores exactly `score` and its output matches `message`; all others full marks."""
+    assert [p.name for p in result.parts] == list(POINTS)
+    for part in result.parts:
+        assert part.max_score == POINTS[part.name]
+        if part.name == broken:
+            assert part.score == pytest.approx(score), part.output
+            assert not part.passed
+            assert re.search(message, part.output), part.output
+        else:
+            assert part.score == part.max_score, part.output
+            assert part.passed
+    assert result.score == pytest.approx(sum(POINTS.values()) - POINTS[broken] + score)
+
+
+def failing_cases(result: SubmissionResult, name: str):
+    return [c for c in result.part(name).cases if not c.passed]
+
+
+# --- right answers and the untouched stub -------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [SOLUTION_PY, SOLUTION_NB], ids=["module", "notebook"])
+def test_solution_gets_full_marks(grade, path):
+    """Does the reference solution, as a module and as the solutions notebook, get 11/11?"""
+    result = grade(path)
+    assert result.score == result.max_score == 11
+    assert result.problems == []
+    for part in result.parts:
+        assert part.passed, part.output
+        assert all(c.values_ok and c.rule_ok and not c.problems for c in part.cases)
+
+
+def test_release_stub_gets_zero(grade):
+    """Does the released notebook, untouched, get 0 with every part saying "not implemented"?"""
+    result = grade(RELEASE_NB)
+    assert result.score == 0
+    for part in result.parts:
+        assert part.score == 0
+        assert re.search(r"not implemented \(the function raises NotImplementedError\)", part.output)
+
+
+# --- communication, values, shape, dtype, sharding ---------------------------------------
+
+
+def test_whole_array_roll_loses_communication_points(grade):
+    """Does a roll of the whole array lose roll_diff's communication points?"""
+    result = grade("comm_whole_roll")
+    # Right (and communication-free) only where no row crosses an X-shard: nX == 1, a zero
+    # shift, or a shift of the whole array (2x2 mesh, 6 rows, shift 6): 4 of 10 cases.
+    assert_only_broken(result, "roll_diff", 1.2,
+                       r"communication observed: collective-permute over X .*allowed: none")
+    for c in failing_cases(result, "roll_diff"):
+        assert not c.values_ok and not c.rule_ok
+        assert c.case.mesh[0] > 1 and c.case.statics["shift"] != 0
+        assert {col.kind for col in c.analysis.collectives} == {"collective-permute"}
+
+
+def test_gather_then_roll_keeps_only_the_values_half(grade):
+    """Do right values with an all-gather nobody needs earn exactly half of roll_diff's points?"""
+    result = grade("comm_gather_roll")
+    assert_only_broken(result, "roll_diff", 1.5, r"communication observed: .*all-gather over X.*allowed: none")
+    cases = result.part("roll_diff").cases
+    assert all(c.values_ok and not c.rule_ok for c in cases)
+
+
+def test_hard_coded_mesh_sizes_fail_on_other_meshes(grade):
+    """Does reshaping with the visible check's literal 2 and 4 pass only on the 2x4 mesh?"""
+    result = grade("hardcoded_mesh")
+    assert_only_broken(result, "block_average_jit", 0.33,
+                       r"raised while tracing: TypeError .*cannot reshape array")
+    passing = [c.case.mesh for c in result.part("block_average_jit").cases if c.passed]
+    assert passing == [(2, 4)]
+
+
+def test_replicated_output_is_wrong_sharding(grade):
+    """Does asking jax.jit for a replicated result lose all of shard_average_jit's points?"""
+    result = grade("replicated_output")
+    assert_only_broken(result, "shard_average_jit", 0,
+                       r"wrong sharding: got P\(\), expected P\('X', 'Y'\)")
+    assert re.search(r"communication observed: all-gather", result.part("shard_average_jit").output)
+
+
+def test_slicing_roll_fails_on_large_shifts(grade):
+    """Does a roll by slicing, right only while |shift| < rows per shard, lose exactly those cases?"""
+    result = grade("slice_roll")
+    assert_only_broken(result, "roll_diff", 2.1, r"values wrong: \d+ of \d+ elements differ")
+    for c in result.part("roll_diff").cases:
+        rows = c.case.sizes["S"] // c.case.mesh[0]
+        shift = c.case.statics["shift"]
+        # concatenate([a[-s:], a[:-s]]) is a roll for |s| < rows; past that, one slice is
+        # empty and the other the whole block, which is right only if s is a multiple of rows.
+        right = abs(shift) < rows or shift % rows == 0
+        assert c.passed == right, (c.case.label, c.problems)
+    assert len(failing_cases(result, "roll_diff")) == 3
+
+
+def test_wrong_dtype(grade):
+    """Does returning bfloat16 instead of float32 cost the whole part, saying which dtype?"""
+    result = grade("wrong_dtype")
+    assert_only_broken(result, "shard_average_shard_map", 0,
+                       r"wrong dtype: got bfloat16, expected float32")
+
+
+def test_wrong_shape(grade):
+    """Does returning one row per input row instead of per X-shard fail with a shape message?"""
+    result = grade("wrong_shape")
+    assert_only_broken(result, "shard_average_jit", 0,
+                       r"wrong shape: got \(16, 8\), expected \(2, 8\)")
+
+
+def test_nan_output(grade):
+    """Are NaNs in a result reported as NaNs, not as a vague value mismatch?"""
+    result = grade("nan_output")
+    assert_only_broken(result, "block_average_shard_map", 0,
+                       r"values wrong: the result has \d+ NaN element\(s\)")
+
+
+def test_jit_only_part_written_with_shard_map(grade):
+    """Does a jit-only part written with shard_map keep the values half and lose the style half?"""
+    result = grade("jit_part_uses_shard_map")
+    assert_only_broken(result, "shard_average_jit", 1.0,
+                       r"shard_average_jit must use jax.jit only, but the program contains a shard_map")
+    assert all(c.values_ok and not c.rule_ok for c in result.part("shard_average_jit").cases)
+
+
+# --- functions that are missing, misdeclared or raise -----------------------------------
+
+
+def test_raises_exception(grade):
+    """Does a function raising ValueError get 0, with the exception and the submission's line?"""
+    result = grade("raises")
+    assert_only_broken(
+        result, "block_average_shard_map", 0,
+        r"raised while tracing: ValueError \(submission, line \d+: raise ValueError\(.*\)\): "
+        r"block sizes do not divide the array")
+
+
+def test_missing_function(grade):
+    """Is a function that is not defined graded 0 with a message naming the expected signature?"""
+    result = grade("missing_function")
+    assert_only_broken(result, "block_average_shard_map", 0,
+                       r"function block_average_shard_map was not defined; "
+                       r"define it as block_average_shard_map\(A, \*, mesh\)")
+    assert result.problems == []
+
+
+def test_wrong_signature(grade):
+    """Does roll_diff without the `shift` keyword get 0 with a "wrong signature" message?"""
+    result = grade("wrong_signature")
+    assert_only_broken(result, "roll_diff", 0,
+                       r"wrong signature: expected roll_diff\(A, \*, mesh, shift\), "
+                       r"but roll_diff\(A, \*, mesh\) cannot be called that way")
+
+
+# --- hangs, crashes, memory, output --------------------------------------------------------
+
+
+def test_infinite_loop_while_tracing_costs_only_that_function(grade):
+    """Does `while True: pass` in one function cost that function only, each case timed out?"""
+    result = grade("loop_while_tracing", Limits(cell_timeout=5, case_timeout=2, stall_timeout=20))
+    assert_only_broken(result, "shard_average_shard_map", 0,
+                       r"tracing shard_average_shard_map took longer than 2 s: an infinite loop")
+    assert len(failing_cases(result, "shard_average_shard_map")) == 6
+    assert result.problems == []
+
+
+def test_infinite_loop_at_top_level(grade):
+    """Is a top-level infinite loop stopped, keeping the functions defined before it?"""
+    result = grade("loop_top_level", Limits(cell_timeout=2, case_timeout=5, stall_timeout=20))
+    assert len(result.problems) == 1
+    assert re.search(r"submission ran longer than 2 s and was stopped", result.problems[0])
+    for name in ("shard_average_jit", "shard_average_shard_map", "block_average_jit"):
+        assert result.part(name).passed, result.part(name).output
+    for name in ("block_average_shard_map", "roll_diff"):  # defined after the loop
+        part = result.part(name)
+        assert part.score == 0
+        assert re.search(rf"function {name} was not defined", part.output)
+        assert re.search(r"note: while running your submission: .*ran longer than 2 s", part.output)
+    assert result.score == 6
+
+
+def test_crash_costs_only_the_case_it_was_on(grade):
+    """When the process dies while tracing one case, is only that case lost (and the rest graded)?"""
+    result = grade("crash_one_case")
+    assert_only_broken(result, "roll_diff", 2.7,
+                       r"the process running the submission crashed \(exit code 3")
+    assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
+
+
+def test_hang_that_blocks_the_time_limit_is_killed(grade):
+    """Does the stall watchdog kill a hang that blocks SIGALRM, blaming only that case?"""
+    result = grade("hang_blocks_alarm", Limits(cell_timeout=5, case_timeout=2, stall_timeout=10))
+    assert_only_broken(result, "roll_diff", 2.7,
+                       r"stopped after 10 s without progress \(an infinite loop\?\)")
+    assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
+
+
+def test_memory_hog_at_top_level(grade):
+    """Does a 40 GB allocation at top level hit the memory limit as a MemoryError, reported
+    to the student, without costing the functions defined before it?"""
+    result = grade("memory_hog")
+    assert result.score == 11
+    assert len(result.problems) == 1
+    assert re.search(r"submission raised MemoryError \(submission, line \d+: table = np.ones",
+                     result.problems[0])
+    assert "While running your submission: submission raised MemoryError" in \
+        result.to_gradescope()["output"]
+
+
+def test_huge_printed_output(grade):
+    """Does a submission printing 50 MB while importing still grade normally?"""
+    result = grade("huge_output")
+    assert result.score == 11
+    assert result.problems == []
+    gradescope = json.dumps(result.to_gradescope())
+    assert "xxxxxxxxxx" not in gradescope and len(gradescope) < 20_000
+
+
+# --- tampering -----------------------------------------------------------------------------
+
+
+def test_tampering_scores_zero(grade):
+    """Does a submission that monkeypatches jax.jit, jax.export and assignments.evaluate and
+    imports graders, with nothing implemented, still score 0 without upsetting the grader?"""
+    evaluate_compiled = assignments.evaluate.evaluate_compiled
+    result = grade("tampering")
+    assert result.score == 0
+    assert all(p.score == 0 for p in result.parts)
+    assert len(result.problems) == 1
+    assert re.search(r"raised ImportError .*'graders' is not available to submissions",
+                     result.problems[0])
+    for part in result.parts:
+        assert re.search(r"not implemented", part.output), part.output
+    # The patches lived and died in the grading child: this process is untouched.
+    assert assignments.evaluate.evaluate_compiled is evaluate_compiled
+
+
+@pytest.mark.xfail(strict=True, raises=(AttributeError, KeyError, TypeError),
+                   reason="BUG: graders/harness.py run_child trusts every line of events.jsonl, "
+                          "which the submission's own process can append to")
+def test_forged_events_do_not_crash_the_grader(grade):
+    """Do malformed lines a submission appends to the events file leave the grader standing?"""
+    result = grade("forge_events")
+    assert result.score == 0
+
+
+@pytest.mark.xfail(strict=True,
+                   reason="BUG: `solutions` is blocked as an import only; the repository is on "
+                          "the grading child's sys.path and solutions/problem1.py is readable")
+def test_reading_the_solutions_from_disk_gets_nothing(grade):
+    """Does executing solutions/problem1.py read as a file (not imported) get no marks?"""
+    result = grade("reads_solutions")
+    assert result.score == 0
+
+
+# --- notebooks -----------------------------------------------------------------------------
+
+
+def test_syntax_error_in_one_cell_keeps_the_other_parts(grade, tmp_path):
+    """Does a syntax error in one solution cell cost only that cell's function?"""
+    with open(SOLUTION_PY) as f:
+        nb = notebook_from(RELEASE_NB, f.read())
+    number = next(i for i, cell in enumerate(nb.cells, start=1)
+                  if cell.metadata.get("nbgrader", {}).get("grade_id") == "block_average_jit_solution")
+    cell = nb.cells[number - 1]
+    assert cell.source.startswith("def block_average_jit(A, *, mesh):")
+    cell.source = cell.source.replace("def block_average_jit(A, *, mesh):",
+                                      "def block_average_jit(A, *, mesh)", 1)  # no colon
+    path = tmp_path / "problem1.ipynb"
+    nbformat.write(nb, path)
+
+    result = grade(str(path))
+    assert_only_broken(result, "block_average_jit", 0,
+                       r"function block_average_jit was not defined")
+    assert len(result.problems) == 1
+    assert re.search(rf"cell {number} has a syntax error at line 1: .*it was skipped",
+                     result.problems[0])
+    assert re.search(rf"note: while running your submission: cell {number} has a syntax error",
+                     result.part("block_average_jit").output)
+
+
+def test_malformed_notebook_gets_zero(grade, tmp_path):
+    """Does a truncated .ipynb (invalid JSON) get 0 everywhere, saying it is not a valid notebook?"""
+    with open(SOLUTION_NB, encoding="utf-8") as f:
+        text = f.read()
+    path = tmp_path / "problem1.ipynb"
+    path.write_text(text[: len(text) // 2], encoding="utf-8")
+
+    result = grade(str(path))
+    assert result.score == 0
+    assert any("not a valid notebook" in p for p in result.problems)
+    for part in result.parts:
+        assert part.score == 0
+        assert re.search(r"not a valid notebook", part.output), part.output
+
+
+# --- the command line and Gradescope's format ---------------------------------------------
+
+
+def test_cli_writes_gradescope_results(tmp_path):
+    """Does `python -m graders ... -o results.json` write Gradescope's shape, with the scores?"""
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "graders", os.path.join(CORPUS, "comm_whole_roll.py"),
+         "--assignment", "problem1", "--only", "shard_average_jit", "roll_diff",
+         "-o", str(out), "--quiet"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+
+    results = json.loads(out.read_text())
+    assert isinstance(results["score"], (int, float))
+    assert results["score"] == pytest.approx(2 + 1.2)
+    assert isinstance(results["output"], str)
+    tests = results["tests"]
+    assert [t["name"] for t in tests] == ["shard_average_jit", "roll_diff"]
+    for t in tests:
+        assert {"name", "score", "max_score", "status", "output"} <= set(t)
+        assert t["status"] in ("passed", "failed")
+        assert isinstance(t["output"], str) and t["output"]
+    assert results["score"] == pytest.approx(sum(t["score"] for t in tests))
+    first, roll = tests
+    assert (first["score"], first["max_score"], first["status"]) == (2, 2, "passed")
+    assert (roll["score"], roll["max_score"], roll["status"]) == (1.2, 3, "failed")
+    assert re.search(r"communication observed: collective-permute over X", roll["output"])
+
+
+# --- the corpus itself ---------------------------------------------------------------------
+
+
+TESTED = {
+    "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
+    "wrong_dtype", "wrong_shape", "nan_output", "jit_part_uses_shard_map", "raises",
+    "missing_function", "wrong_signature", "loop_while_tracing", "loop_top_level",
+    "crash_one_case", "hang_blocks_alarm", "memory_hog", "huge_output", "tampering",
+    "forge_events", "reads_solutions",
+}
+
+
+def test_every_corpus_file_is_tested():
+    """Is every submission in tests/submissions/problem1 graded by a test above?"""
+    files = {name[:-3] for name in os.listdir(CORPUS) if name.endswith(".py")}
+    assert files == TESTED
