@@ -4,8 +4,9 @@ Started by the graders as a separate process (never imported by them). It execut
 student's notebook or module, then for each requested case traces the function with
 abstract inputs (`jax.ShapeDtypeStruct` carrying the sharding) and serializes it with
 `jax.export`. It never sees hidden input values, and `graders`/`solutions` cannot be
-imported here. Progress is appended to ``events.jsonl`` in the output folder, one JSON
-object per line, so a parent that has to kill this process loses nothing already done.
+imported here. Progress goes to the parent as one JSON object per line on stdout (the protocol of
+`graders.sandbox.run_worker`), so a parent that has to kill this process loses nothing
+already done.
 
 Usage: python -m assignments.export_worker REQUEST.json
 """
@@ -102,14 +103,19 @@ def load_submission(path: str, cell_timeout: float) -> tuple[dict, list[str]]:
                 notebook = json.load(f)
             if not isinstance(notebook, dict) or "cells" not in notebook:
                 raise ValueError("it has no 'cells' list")
+        except OSError as e:
+            raise SubmissionUnreadable(f"the submission file could not be read ({e})") from None
         except (ValueError, UnicodeDecodeError) as e:
             raise SubmissionUnreadable(
                 f"the notebook file is not a valid notebook ({e}); open it in JupyterLab, "
                 f"save it again and resubmit") from None
         chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook)]
     else:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            chunks = [("<submission>", f.read())]
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                chunks = [("<submission>", f.read())]
+        except OSError as e:
+            raise SubmissionUnreadable(f"the submission file could not be read ({e})") from None
     for filename, source in chunks:
         # Let tracebacks quote the submission's own lines.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -199,12 +205,16 @@ def main(request_path: str) -> int:
     with open(request_path) as f:
         request = json.load(f)
     out_dir = request["out_dir"]
-    events = open(os.path.join(out_dir, "events.jsonl"), "a", buffering=1)
+    # Events go to the parent on the original stdout; everything else written to fd 1 or 2
+    # (student prints, C-level output) goes nowhere.
+    events = os.fdopen(os.dup(1), "w", buffering=1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
 
     def emit(**event):
         events.write(json.dumps(event) + "\n")
         events.flush()
-        os.fsync(events.fileno())
 
     import resource
 
@@ -222,13 +232,16 @@ def main(request_path: str) -> int:
     setup_devices(request["devices"])
     export_case = Exporter()
     jax_ready = time.perf_counter()
-    # Student output goes nowhere: the events file is the only channel back.
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+    # Python-level output too (student code may hold sys.stdout).
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
             namespace, problems = load_submission(request["submission"], request["cell_timeout"])
         except SubmissionUnreadable as e:
-            emit(event="unreadable", message=str(e))
+            emit(event="loaded", problems=[str(e)], run_submission_s=0.0)
+            for part in request["parts"]:
+                for case in part["cases"]:
+                    emit(event="case", id=case["id"], status="error", message=str(e))
+            emit(event="finished", export_s=0.0)
             return 0
         loaded = time.perf_counter()
         emit(event="loaded", problems=problems, run_submission_s=loaded - jax_ready)

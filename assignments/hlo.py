@@ -120,6 +120,24 @@ class ProgramAnalysis:
         return (f"<ProgramAnalysis: {len(self.collectives)} collective(s), {moved} bytes sent "
                 f"per device, on {self.num_devices} devices>")
 
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ProgramAnalysis":
+        def shapes(items):
+            return tuple(ArrayShape(s["dtype"], tuple(s["dims"])) for s in items)
+
+        return cls(
+            collectives=tuple(
+                Collective(**{**c, "axes": tuple(c["axes"]), "operands": shapes(c["operands"]),
+                              "results": shapes(c["results"]), "shifts": tuple(c["shifts"])})
+                for c in data["collectives"]),
+            largest_values=tuple(Value(v["name"], ArrayShape(v["shape"]["dtype"], tuple(v["shape"]["dims"])),
+                                       v["opcode"]) for v in data["largest_values"]),
+            temp_bytes=data["temp_bytes"], num_devices=data["num_devices"],
+        )
+
     def of_kind(self, *kinds: str) -> list[Collective]:
         return [c for c in self.collectives if c.kind in kinds]
 

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from graders import grade_submission
-from graders.harness import _no_network_prefix
+from graders.sandbox import namespaces
 
 PROBE = '''
 import socket
@@ -32,7 +32,7 @@ def shard_average_shard_map(A, *, mesh):
 '''
 
 
-@pytest.mark.skipif(not _no_network_prefix(), reason="this OS does not allow a network namespace")
+@pytest.mark.skipif("-n" not in namespaces(), reason="this OS does not allow a network namespace")
 def test_no_network_and_no_graders(tmp_path):
     """Does a submission that connects to a listening local port, or imports graders, fail to?"""
     server = socket.socket()
@@ -54,5 +54,5 @@ def test_graders_not_importable_even_with_network(tmp_path, monkeypatch):
     path = tmp_path / "probe.py"
     path.write_text(PROBE.format(port=1).replace("NETWORK = True", "NETWORK = False"))
     result = grade_submission(str(path), "problem1", only=["shard_average_shard_map"],
-                              limits=Limits(isolate_network=False))
+                              limits=Limits(isolate=False))
     assert result.score == 2, result.to_text()

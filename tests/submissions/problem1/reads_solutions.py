@@ -1,6 +1,6 @@
 """Reading the solutions from disk: `import solutions` is blocked in the grading process,
-but the repository is on its sys.path and readable, so this module executes
-solutions/problem1.py as text. It should get no marks (it gets full marks today).
+so this module finds the repository through the student runtime's path and executes
+solutions/problem1.py as text. The grader masks the kit's folders, so it gets nothing.
 """
 import os
 
