@@ -11,15 +11,17 @@ Public API:
 - `show_mesh(mesh)`, `show_sharding(x)`: pictures of meshes and array layouts.
 - `report(fn, *args)`: the table of collectives `jax.jit(fn)` compiles to.
 - `check(fn)`: the visible check of a graded function.
+- `compare({name: fn}, *args, chip=...)`: programs side by side with estimated times
+  (`assignments.costs`: the book's chip constants and ring formulas).
 - `analyze(compiled, mesh)`: the HLO analysis behind all of the above.
 """
-from .checks import CheckResult, check, report
+from .checks import CheckResult, check, compare, report
 from .devices import TooLateError, setup_devices
 from .display import communication_table, show_mesh, show_sharding
 from .evaluate import make_mesh
 from .hlo import Collective, ProgramAnalysis, analyze
 
 __all__ = [
-    "CheckResult", "Collective", "ProgramAnalysis", "TooLateError", "analyze", "check",
+    "CheckResult", "Collective", "ProgramAnalysis", "TooLateError", "analyze", "check", "compare",
     "communication_table", "make_mesh", "report", "setup_devices", "show_mesh", "show_sharding",
 ]

@@ -64,7 +64,7 @@ def check(fn, *, part: str | None = None, show: bool = True) -> CheckResult:
             f"problem says, or pass part='<function name>'.") from None
     case = spec.visible_case
     setup_devices(max(8, case.mesh[0] * case.mesh[1]))
-    mesh = make_mesh(case.mesh)
+    mesh = make_mesh(case.mesh, spec.axis_types)
     arrays = make_inputs(spec, case, VISIBLE_SEED)
     try:
         if spec.eager:  # judged on the concrete result, as the graders do
@@ -73,7 +73,7 @@ def check(fn, *, part: str | None = None, show: bool = True) -> CheckResult:
             described = Exporter().eager_report(fn, case_request(spec, case, spec.name))
             result = evaluate_eager_report(spec, case, mesh, described)
         else:
-            jitted = jax.jit(functools.partial(fn, mesh=mesh, **case.statics))
+            jitted = jax.jit(functools.partial(fn, **spec.call_kwargs(mesh, case.statics)))
             lowered = jitted.lower(*place(arrays, spec, mesh))
             compiled = lowered.compile()
             result = evaluate_compiled(spec, case, mesh, compiled, lowered.as_text(), arrays)
@@ -86,7 +86,38 @@ def check(fn, *, part: str | None = None, show: bool = True) -> CheckResult:
     outcome = CheckResult(spec, result)
     if show:
         render(outcome)
+        if spec.baseline is not None and spec.cost_case is not None and result.analysis is not None:
+            show_cost_comparison(spec, fn)
     return outcome
+
+
+def compile_abstract(fn, part: Part, case, mesh):
+    """Compile `fn` for a case from abstract inputs (shapes and shardings only: nothing runs)."""
+    from jax.sharding import NamedSharding
+
+    specs = [jax.ShapeDtypeStruct(a.shape(case), a.dtype, sharding=NamedSharding(mesh, a.partition_spec))
+             for a in part.args]
+    return jax.jit(functools.partial(fn, **part.call_kwargs(mesh, case.statics))).lower(*specs).compile()
+
+
+def show_cost_comparison(spec: Part, fn, chip: str = "TPU v5e") -> dict:
+    """Your function beside plain jax.jit at the contract's cost case, priced on `chip`."""
+    from .costs import comparison_table
+    from .hlo import analyze
+
+    case = spec.cost_case
+    mesh = make_mesh(case.mesh)
+    programs = {}
+    for name, f in ((spec.name, fn), ("plain jax.jit", spec.baseline)):
+        try:
+            programs[name] = analyze(compile_abstract(f, spec, case, mesh), mesh)
+        except Exception as e:  # the student's function may not scale: say so, keep going
+            console.print(f"[yellow]could not compile {name} at {case.label}: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:200] if str(e) else ''}[/yellow]")
+    if programs:
+        console.print(comparison_table(programs, on=chip, title=f"estimated on {chip} at {case.label} "
+                                                            f"(the book's model, not a measurement)"))
+    return programs
 
 
 def render(outcome: CheckResult) -> None:
@@ -121,3 +152,21 @@ def report(fn, *args, title: str | None = None, **kwargs):
     analysis = analyze(compiled, mesh)
     console.print(communication_table(analysis, title=title or getattr(fn, "__name__", "program")))
     return analysis
+
+
+def compare(programs: dict, *args, chip: str = "TPU v5e", title: str | None = None, **kwargs) -> dict:
+    """Compile each `jax.jit(fn)(*args, **kwargs)` and show them side by side, priced on `chip`.
+
+    `args` may be arrays or `jax.ShapeDtypeStruct`s carrying shardings (nothing runs, so
+    large shapes cost only compile time). Returns {name: ProgramAnalysis}.
+    """
+    from .costs import comparison_table
+    from .hlo import analyze
+
+    mesh = next((a.sharding.mesh for a in args if hasattr(getattr(a, "sharding", None), "mesh")), None)
+    if mesh is None:
+        raise ValueError("compare() reads the mesh from its arguments: give them shardings.")
+    analyses = {name: analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
+                for name, fn in programs.items()}
+    console.print(comparison_table(analyses, on=chip, title=title))
+    return analyses

@@ -83,6 +83,18 @@ class Collective:
         return sum(o.bytes for o in self.operands)
 
     @property
+    def ring_bytes(self) -> float:
+        """Bytes each device puts on its links per execution with ring algorithms:
+        (n-1)/n of the gathered result for an all-gather, of the operand for a
+        reduce-scatter or all-to-all, twice that for an all-reduce, the operand for a permute."""
+        n = max(self.group_size, 1)
+        if self.kind == "collective-permute":
+            return float(self.bytes)
+        volume = sum(r.bytes for r in self.results) if self.kind == "all-gather" else self.bytes
+        share = (n - 1) / n * volume
+        return 2 * share if self.kind == "all-reduce" else share
+
+    @property
     def pieces(self) -> int:
         """Number of operands: a combined collective of 3 arrays counts as 3 pieces."""
         return len(self.operands)
@@ -113,6 +125,10 @@ class ProgramAnalysis:
     """Temporary memory XLA allocates per device (None if the backend does not say)."""
     num_devices: int
     """Devices the program runs on."""
+    flops: float | None = None
+    """FLOPs per device, from XLA's cost analysis (None if the backend does not say)."""
+    bytes_accessed: float | None = None
+    """Memory traffic per device in bytes, from XLA's cost analysis."""
 
     def __repr__(self) -> str:
         total = self.total_bytes
@@ -136,6 +152,7 @@ class ProgramAnalysis:
             largest_values=tuple(Value(v["name"], ArrayShape(v["shape"]["dtype"], tuple(v["shape"]["dims"])),
                                        v["opcode"]) for v in data["largest_values"]),
             temp_bytes=data["temp_bytes"], num_devices=data["num_devices"],
+            flops=data.get("flops"), bytes_accessed=data.get("bytes_accessed"),
         )
 
     def of_kind(self, *kinds: str) -> list[Collective]:
@@ -147,6 +164,13 @@ class ProgramAnalysis:
         if any(c.count is None for c in self.collectives):
             return None
         return sum(c.bytes * c.count for c in self.collectives)
+
+    @property
+    def total_ring_bytes(self) -> float | None:
+        """`Collective.ring_bytes` summed over a whole execution (None if a count is unknown)."""
+        if any(c.count is None for c in self.collectives):
+            return None
+        return sum(c.ring_bytes * c.count for c in self.collectives)
 
     def values_at_least(self, elements: int) -> list[Value]:
         return [v for v in self.largest_values if v.shape.elements >= elements]
@@ -354,12 +378,15 @@ def values_from_text(text: str, top: int = 10) -> list[Value]:
     return values[:top]
 
 
-def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = None) -> ProgramAnalysis:
+def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = None,
+                 flops: float | None = None, bytes_accessed: float | None = None) -> ProgramAnalysis:
     return ProgramAnalysis(
         collectives=tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names))),
         largest_values=tuple(values_from_text(text)),
         temp_bytes=temp_bytes,
         num_devices=int(np.prod(mesh_shape)),
+        flops=flops,
+        bytes_accessed=bytes_accessed,
     )
 
 
@@ -369,6 +396,12 @@ def analyze(compiled, mesh) -> ProgramAnalysis:
         temp = int(compiled.memory_analysis().temp_size_in_bytes)
     except Exception:  # some backends report no memory statistics
         temp = None
+    try:
+        costs = compiled.cost_analysis()
+        costs = costs[0] if isinstance(costs, (list, tuple)) else costs
+        flops, accessed = float(costs.get("flops", 0.0)), float(costs.get("bytes accessed", 0.0))
+    except Exception:  # no cost analysis on this backend
+        flops = accessed = None
     return analyze_text(
-        compiled.as_text(), tuple(mesh.devices.shape), tuple(mesh.axis_names), temp
+        compiled.as_text(), tuple(mesh.devices.shape), tuple(mesh.axis_names), temp, flops, accessed
     )

@@ -135,17 +135,23 @@ class Exactly:
 
 @dataclasses.dataclass(frozen=True)
 class MaxTotalBytes:
-    """Bytes sent per device over a whole run, summed over every collective, at most `limit`."""
+    """Bytes sent per device over a whole run, summed over every collective, at most `limit`.
+
+    With `ring`, each collective counts the bytes a ring algorithm puts on the links
+    (`Collective.ring_bytes`: an all-reduce of V bytes costs 2(n-1)/n V), so that a native
+    all-reduce and a ring of permutes are measured alike."""
 
     limit: Size
     what: str = "the minimum"
+    ring: bool = False
 
     def describe(self) -> str:
         return f"at most {self.what} in bytes per device"
 
     def violations(self, analysis, case) -> list[str]:
         limit = _size(self.limit, case)
-        total = analysis.total_bytes
+        total = analysis.total_ring_bytes if self.ring else analysis.total_bytes
+        total = None if total is None else int(round(total))
         if total is None:
             return [f"cannot bound the bytes sent: a collective runs inside a loop with no "
                     f"compile-time trip count (observed: {_observed(analysis.collectives)})"]
@@ -161,6 +167,8 @@ class NoValueAtLeast:
 
     elements: Size
     what: str
+    why: str = ""
+    """What to do instead, appended to the message."""
 
     def describe(self) -> str:
         return f"no value as large as {self.what}"
@@ -171,8 +179,56 @@ class NoValueAtLeast:
         if not big:
             return []
         seen = ", ".join(f"{v.name} = {v.shape} ({v.shape.elements:,} elements)" for v in big[:3])
+        hint = f" {self.why}" if self.why else ""
         return [f"the program computes {seen}; allowed: no value with {limit:,} or more elements "
-                f"({self.what})"]
+                f"({self.what}).{hint}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OnlyWhen:
+    """`rule` applies only to cases where `applies(sizes)` is true (sizes: the case's sizes
+    plus ``nX`` and ``nY``), e.g. only on meshes with two or more devices along X."""
+
+    applies: Callable[[dict], bool]
+    rule: object
+    condition: str
+    """The condition in words, e.g. ``"on meshes with nX >= 2"``."""
+
+    def describe(self) -> str:
+        return f"{self.rule.describe()} ({self.condition})"
+
+    def violations(self, analysis, case) -> list[str]:
+        if not self.applies(case.all_sizes):
+            return []
+        return [f"{v} (this rule applies {self.condition})"
+                for v in self.rule.violations(analysis, case)]
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitReduction:
+    """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces,
+    operands of one combined all-reduce, or any collective-permute ring), so its
+    communication can overlap the matmuls that produce the later pieces."""
+
+    axis: str
+    pieces: int = 2
+
+    def describe(self) -> str:
+        return f"the reduction over {self.axis} split into at least {self.pieces} pieces"
+
+    def violations(self, analysis, case) -> list[str]:
+        if case.all_sizes[f"n{self.axis}"] < 2:
+            return []  # nothing to reduce over a one-device axis
+        reductions = [c for c in analysis.collectives if self.axis in c.axes]
+        if any(c.kind == "collective-permute" for c in reductions):
+            return []
+        pieces = sum(c.pieces * (c.count or 1) for c in reductions if c.kind == "all-reduce")
+        if pieces >= self.pieces:
+            return []
+        return [f"the reduction over {self.axis} runs as {pieces} piece(s) ({_observed(reductions)}); "
+                f"allowed: at least {self.pieces}. Tile the output dimension and reduce each tile "
+                f"separately (one psum per tile), so a tile's communication can overlap the next "
+                f"tile's matmul"]
 
 
 @dataclasses.dataclass(frozen=True)

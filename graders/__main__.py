@@ -28,7 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.output, "w") as f:
             json.dump(result.to_gradescope(), f, indent=2)
     if not args.quiet:
-        print(result.to_text())
+        try:
+            print(result.to_text())
+        except BrokenPipeError:  # e.g. piped into `head`
+            pass
     return 0
 
 

@@ -1,6 +1,6 @@
 """Build what is generated from source/: release/ (nbgrader), solutions/, the solutions branch.
 
-    python -m graders.build all              # regenerate release/ and solutions/
+    python -m graders.build all [-a NAME]    # regenerate release/ and solutions/
     python -m graders.build check            # exit 1 if release/ or solutions/ is stale
     python -m graders.build solutions-branch # git branch 'solutions': release/ holds solved notebooks
 """
@@ -95,8 +95,8 @@ def build_solutions(name: str, out_dir: str) -> list[str]:
     return [nb_path, py_path]
 
 
-def build_all(root: str = REPO_ROOT) -> None:
-    for name in assignment_names():
+def build_all(root: str = REPO_ROOT, only: list[str] | None = None) -> None:
+    for name in only or assignment_names():
         build_release(name, os.path.join(root, "release"))
         build_solutions(name, os.path.join(root, "solutions"))
 
@@ -146,9 +146,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graders.build", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=["all", "check", "solutions-branch"])
+    parser.add_argument("--assignment", "-a", action="append", help="only this assignment (with 'all')")
     args = parser.parse_args(argv)
     if args.what == "all":
-        build_all()
+        build_all(only=args.assignment)
         print("release/ and solutions/ regenerated from source/")
     elif args.what == "check":
         stale = stale_files()

@@ -1,0 +1,121 @@
+"""Assignment problem3: collective matmuls, graded on what the compiled program communicates.
+
+The book's worked example and Problem 3 (How To Scale Your Model, Part 10): a matmul whose
+input is sharded along the contracting dimension can overlap its communication with its
+compute by moving chunks around a ring (Wang et al., 2023, as cited by the book).
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from ..contract import Arg, Assignment, Case, Part, WrittenPart
+from ..rules import AllOf, Exactly, Forbid, MaxTotalBytes, OnlyKinds, SplitReduction
+
+VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
+BOOK = Case(mesh=(2, 4), sizes={"B": 1024, "D": 2048, "F": 8192})
+"""The book's worked example: a TPU v5e-8 as a 2x4 mesh, B, D, F = 1024, 2048, 8192."""
+F32 = 4
+
+
+def _block(s):
+    """Elements of one [B/nX, D/nY] block: what each ring step moves."""
+    return (s["B"] // s["nX"]) * (s["D"] // s["nY"])
+
+
+def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
+    """`rings` rings of nY-1 collective-permutes over Y, each moving one [B/nX, D/nY] block."""
+    return AllOf((
+        OnlyKinds(("collective-permute",), why=why),
+        Exactly("collective-permute", lambda s: rings * (s["nY"] - 1), elements=_block, axes=("Y",)),
+    ), text=f"collective-permutes only: {rings * 1 if rings == 1 else rings}x(nY-1) of them over Y, "
+            f"each of (B/nX)*(D/nY) elements")
+
+
+def gelu(x):
+    """jax.nn.gelu's default (tanh) form, in float64."""
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def matmul(a, w, *, mesh):
+    return a @ w
+
+
+def block(x, w_in, w_out, *, mesh):
+    return gelu(x @ w_in) @ w_out
+
+
+def jit_matmul(out_spec):
+    """The plain jax.jit product, the baseline every collective matmul is compared with."""
+    def baseline(a, w, *, mesh):
+        return jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, out_spec))(a, w)
+    return baseline
+
+
+def jit_block(x, w_in, w_out, *, mesh):
+    f = lambda x, wi, wo: jax.nn.gelu(x @ wi) @ wo  # noqa: E731
+    return jax.jit(f, out_shardings=NamedSharding(mesh, P("X", "Y")))(x, w_in, w_out)
+
+
+A = Arg("A", ("B", "D"), ("X", "Y"))
+T = Arg("T", ("B", "F"), ("X", "Y"))
+NOT_GATHERED = ("A collective matmul never gathers the whole operand: it moves one block per "
+                "step around the Y ring while the matmul of the previous block runs.")
+
+ASSIGNMENT = Assignment(
+    name="problem3",
+    title="Problem 3: collective matmuls",
+    book_url="https://jax-ml.github.io/scaling-book/jax-stuff/",
+    parts=(
+        Part(
+            name="allgather_matmul", points=3,
+            task="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] as a ring of collective-permutes "
+                 "(the book's worked example, made to run on current JAX).",
+            args=(A, Arg("W", ("D", "F"), (None, "Y"))), result=Arg("out", ("B", "F"), ("X", "Y")),
+            rule=ring_of_permutes(why=NOT_GATHERED), reference=matmul, visible_case=VISIBLE,
+            baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+        ),
+        Part(
+            name="allreduce_matmul", points=3,
+            task="A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the reduction over Y split into pieces "
+                 "over F so that it can overlap the matmul.",
+            args=(A, Arg("W", ("D", "F"), ("Y", None))), result=Arg("out", ("B", "F"), ("X", None)),
+            rule=AllOf((
+                Forbid("all-gather", why="Only the partial sums need reducing; nothing needs gathering."),
+                SplitReduction("Y", pieces=2),
+                MaxTotalBytes(lambda s: int(1.05 * 2 * (s["nY"] - 1) / s["nY"] * (s["B"] // s["nX"]) * s["F"] * F32),
+                              what="one ring all-reduce of the [B/nX, F] result, +5%", ring=True),
+            ), text="no all-gather; the reduction split into at least 2 pieces; bytes at most one "
+                    "ring all-reduce of the [B/nX, F] result (+5%)"),
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", None)), cost_case=BOOK,
+        ),
+        Part(
+            name="reducescatter_matmul", points=3,
+            task="T[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], permuting partial results as they "
+                 "accumulate, moving the minimum.",
+            args=(T, Arg("W2", ("F", "D"), ("Y", None))), result=Arg("out", ("B", "D"), ("X", "Y")),
+            rule=ring_of_permutes(why="Send each partial [B/nX, D/nY] block on around the ring "
+                                      "instead of reducing the whole product."),
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+        ),
+        Part(
+            name="transformer_block", points=3,
+            task="gelu(In[B_X, D_Y] @ Win[D, F_Y]) @ Wout[F_Y, D] -> Out[B_X, D_Y], with both "
+                 "matmuls' communication overlapped.",
+            args=(Arg("In", ("B", "D"), ("X", "Y")), Arg("Win", ("D", "F"), (None, "Y")),
+                  Arg("Wout", ("F", "D"), ("Y", None))),
+            result=Arg("out", ("B", "D"), ("X", "Y")),
+            rule=ring_of_permutes(rings=2, why=NOT_GATHERED), reference=block, visible_case=VISIBLE,
+            baseline=jit_block, cost_case=BOOK,
+        ),
+    ),
+    written=(
+        WrittenPart("written_vma", 2,
+                    "Why does the book's collective matmul fail on current JAX, and what does "
+                    "jax.lax.pcast change?"),
+        WrittenPart("written_speed", 2,
+                    "How much faster than plain jax.jit does the cost model say each collective "
+                    "matmul is on a TPU v5e, and when does overlapping stop paying?"),
+    ),
+)

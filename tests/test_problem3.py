@@ -1,0 +1,110 @@
+"""problem3: collective matmuls graded on their compiled communication, across meshes."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from graders import Limits, grade_submission
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem3")
+POINTS = {"allgather_matmul": 3, "allreduce_matmul": 3, "reducescatter_matmul": 3, "transformer_block": 3}
+LIMITS = Limits(cell_timeout=30, case_timeout=30, stall_timeout=60)
+
+
+@pytest.fixture(scope="module")
+def grade():
+    cache = {}
+
+    def _grade(name: str):
+        path = name if os.sep in name else os.path.join(CORPUS, name + ".py")
+        if path not in cache:
+            cache[path] = grade_submission(path, "problem3", limits=LIMITS)
+        return cache[path]
+
+    return _grade
+
+
+def scores(result) -> dict[str, float]:
+    return {p.name: p.score for p in result.parts}
+
+
+def test_solution_full_marks_as_module_and_notebook(grade):
+    """Do the solutions, as a module and as the solved notebook, get every point on every mesh?"""
+    for path in ("solutions/problem3.py", "solutions/problem3/problem3.ipynb"):
+        result = grade(os.path.join(REPO_ROOT, path))
+        assert scores(result) == POINTS, result.to_text()
+
+
+def test_stub_scores_zero(grade):
+    """Does the released notebook, untouched, score 0 with 'not implemented'?"""
+    result = grade(os.path.join(REPO_ROOT, "release", "problem3", "problem3.ipynb"))
+    assert result.score == 0
+    assert all("not implemented" in p.output for p in result.parts)
+
+
+def test_any_direction_and_unrolled_loops_earn_full_marks(grade):
+    """Is a ring turning the other way, with its loop unrolled, graded the same (the property, not one implementation)?"""
+    assert scores(grade("unrolled_reverse_ring")) == POINTS
+
+
+def test_plain_jit_keeps_values_loses_communication(grade):
+    """Does plain jax.jit get the values half and lose communication, with the collective named?"""
+    result = grade("plain_jit")
+    for part in result.parts:
+        values = sum(c.values_ok for c in part.cases)
+        assert values == len(part.cases), part.output
+        assert part.score < part.max_score
+    assert re.search(r"communication observed: all-gather over Y .*allowed: only collective-permute",
+                     result.part("allgather_matmul").output)
+    assert re.search(r"the reduction over Y runs as 1 piece", result.part("allreduce_matmul").output)
+
+
+def test_psum_then_slice_reduce_scatter(grade):
+    """Does a psum-then-slice reduce-scatter lose reducescatter_matmul's communication points only?"""
+    result = grade("psum_then_slice")
+    s = scores(result)
+    assert s["allgather_matmul"] == 3 and s["allreduce_matmul"] == 3
+    assert s["reducescatter_matmul"] < 3 and s["transformer_block"] < 3
+    assert re.search(r"all-reduce over Y .*allowed: only collective-permute",
+                     result.part("reducescatter_matmul").output)
+
+
+def test_more_bytes_than_needed(grade):
+    """Does sending whole partial products around the ring fail on permute size?"""
+    result = grade("full_accumulators")
+    part = result.part("reducescatter_matmul")
+    assert part.score < 3
+    assert re.search(r"collective-permute of the wrong size: .*f32\[4,16\].*allowed: 16 elements", part.output)
+
+
+def test_single_psum_is_not_split(grade):
+    """Does one psum of the whole product lose allreduce_matmul's communication points?"""
+    result = grade("one_psum")
+    assert scores(result)["allreduce_matmul"] == pytest.approx(1.75)  # only the 8x1 mesh needs no split
+    assert "Tile the output dimension" in result.part("allreduce_matmul").output
+
+
+def test_hard_coded_ring_size(grade):
+    """Does a ring written for nY = 4 fail on the other meshes?"""
+    result = grade("hardcoded_ny")
+    part = result.part("allgather_matmul")
+    assert 0 < part.score < 1
+    assert re.search(r"ppermute sources and destinations must be unique|values wrong", part.output)
+
+
+def test_book_code_without_pcast(grade):
+    """Does the book's code as printed (no pcast) fail with the carry-type error, not crash the grader?"""
+    result = grade("no_pcast")
+    part = result.part("allgather_matmul")
+    assert part.score == 0
+    assert "carry" in part.output
+
+
+def test_every_corpus_file_is_tested():
+    """Is every submission in tests/submissions/problem3 graded above?"""
+    tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
+              "hardcoded_ny", "no_pcast"}
+    assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
