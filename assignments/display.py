@@ -22,7 +22,10 @@ def communication_table(analysis: ProgramAnalysis, title: str = "Communication")
         count = "?" if c.count is None else str(c.count)
         total = "?" if c.count is None else f"{c.bytes * c.count:,}"
         kind = c.kind + (f" ({c.pieces} pieces)" if c.pieces > 1 else "")
-        table.add_row(kind, "+".join(c.axes) or "-", c.shape, f"{c.bytes:,}", count, total)
+        axes = "+".join(c.axes) or "-"
+        if c.directions:  # which way around the ring a permute goes
+            axes += " (" + ", ".join(f"{d:+d}" for d in c.directions) + ")"
+        table.add_row(kind, axes, c.shape, f"{c.bytes:,}", count, total)
     if not analysis.collectives:
         table.add_row("[green]none[/green]", "", "no communication", "0", "", "0")
     if analysis.temp_bytes is not None:

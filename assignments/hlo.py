@@ -83,6 +83,14 @@ class Collective:
         return sum(o.bytes for o in self.operands)
 
     @property
+    def directions(self) -> tuple[int, ...]:
+        """collective-permute only: the signed ring steps its pairs take along its axis,
+        +k for k places forward (towards higher indices, wrapping), -k for backward;
+        on a 2-device ring the one neighbour is +1."""
+        n = max(self.group_size, 1)
+        return tuple(sorted({s if s <= n // 2 else s - n for s in self.shifts}))
+
+    @property
     def ring_bytes(self) -> float:
         """Bytes each device puts on its links per execution with ring algorithms:
         (n-1)/n of the gathered result for an all-gather, of the operand for a

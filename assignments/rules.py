@@ -232,6 +232,31 @@ class SplitReduction:
 
 
 @dataclasses.dataclass(frozen=True)
+class BothDirections:
+    """The collective-permutes over `axis` go both ways around the ring (on rings of 3 or
+    more devices; on 2 devices the one neighbour is both ways)."""
+
+    axis: str
+
+    def describe(self) -> str:
+        return f"collective-permutes over {self.axis} in both ring directions"
+
+    def violations(self, analysis, case) -> list[str]:
+        if case.all_sizes[f"n{self.axis}"] < 3:
+            return []
+        permutes = [c for c in analysis.of_kind("collective-permute") if self.axis in c.axes]
+        ways = {(d > 0) - (d < 0) for c in permutes for d in c.directions}
+        if {1, -1} <= ways:
+            return []
+        seen = sorted({f"{d:+d}" for c in permutes for d in c.directions})
+        observed = (f"collective-permutes over {self.axis} go {', '.join(seen)} only" if seen
+                    else f"no collective-permute over {self.axis}")
+        return [f"{observed}; allowed: both ring "
+                f"directions (+1 and -1), each carrying half the data, so that both directions of "
+                f"every link work at once"]
+
+
+@dataclasses.dataclass(frozen=True)
 class AllOf:
     """Every one of `rules` must hold."""
 

@@ -79,7 +79,7 @@ def solution_module(nb, name: str) -> str:
               f'by `python -m graders.build`. Do not edit."""']
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade_id") == "setup"):
+        if cell.cell_type == "code" and (meta.get("solution") or str(meta.get("grade_id", "")).startswith("setup")):
             chunks.append(cell.source)
     return "\n\n\n".join(chunks) + "\n"
 

@@ -1,0 +1,80 @@
+"""Assignment problem4: bidirectional collective matmuls.
+
+The book's Problem 4 (How To Scale Your Model, Part 10): the collective matmuls of
+problem3 pass data one way around the ring, so on a torus, where every link carries
+traffic both ways at once, half of each link idles. Sending half of each chunk each way
+halves the time of every step.
+"""
+from __future__ import annotations
+
+from jax.sharding import PartitionSpec as P
+
+from ..contract import Arg, Assignment, Case, Part, WrittenPart
+from ..rules import AllOf, BothDirections, Exactly, MaxTotalBytes, OnlyKinds
+from .problem3 import BOOK, F32, _block, jit_matmul, matmul
+
+VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
+A = Arg("A", ("B", "D"), ("X", "Y"))
+
+
+def _half_block(s):
+    return _block(s) // 2
+
+
+def bidirectional(count, elements, total_bytes=None, what="") -> AllOf:
+    rules = [OnlyKinds(("collective-permute",)), BothDirections("Y"),
+             Exactly("collective-permute", count, elements=elements, axes=("Y",))]
+    if total_bytes is not None:
+        rules.append(MaxTotalBytes(total_bytes, what="the one-way version's bytes"))
+    return AllOf(tuple(rules), text=what)
+
+
+ASSIGNMENT = Assignment(
+    name="problem4",
+    title="Problem 4: bidirectional collective matmuls",
+    book_url="https://jax-ml.github.io/scaling-book/jax-stuff/",
+    parts=(
+        Part(
+            name="allreduce_matmul_bidirectional", points=4,
+            task="A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] with the reduction as rings of "
+                 "collective-permutes going both ways.",
+            args=(A, Arg("W", ("D", "F"), ("Y", None))), result=Arg("out", ("B", "F"), ("X", None)),
+            rule=bidirectional(
+                lambda s: 4 * (s["nY"] - 1),
+                lambda s: (s["B"] // s["nX"]) * (s["F"] // s["nY"]) // 2,
+                what="collective-permutes only, both ring directions: 4(nY-1) of them (a "
+                     "reduce-scatter ring and an all-gather ring, each way), each of "
+                     "(B/nX)*(F/nY)/2 elements, half of a one-way ring's step"),
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", None)), cost_case=BOOK,
+        ),
+        Part(
+            name="reducescatter_matmul_bidirectional", points=4,
+            task="T[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], half of each partial result "
+                 "travelling each way around the ring.",
+            args=(Arg("T", ("B", "F"), ("X", "Y")), Arg("W2", ("F", "D"), ("Y", None))),
+            result=Arg("out", ("B", "D"), ("X", "Y")),
+            rule=bidirectional(
+                lambda s: 2 * (s["nY"] - 1), _half_block,
+                total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
+                what="collective-permutes only, both ring directions: 2(nY-1) of them, each of "
+                     "(B/nX)*(D/nY)/2 elements; total bytes equal to the one-way version"),
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+        ),
+        Part(
+            name="allgather_matmul_bidirectional", points=2,
+            task="(extra) A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y], chunks of A travelling both ways.",
+            args=(A, Arg("W", ("D", "F"), (None, "Y"))), result=Arg("out", ("B", "F"), ("X", "Y")),
+            rule=AllOf((OnlyKinds(("collective-permute",)), BothDirections("Y"),
+                        MaxTotalBytes(lambda s: (s["nY"] - 1) * _block(s) * F32,
+                                      what="the one-way version's bytes")),
+                       text="collective-permutes only, both ring directions, no more bytes than "
+                            "the one-way version"),
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+        ),
+    ),
+    written=(
+        WrittenPart("written_bidirectional", 2,
+                    "How much faster are the bidirectional versions, by the cost model on TPU v5e "
+                    "and v5p, and why?"),
+    ),
+)
