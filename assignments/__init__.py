@@ -15,7 +15,7 @@ Public API:
   (`assignments.costs`: the book's chip constants and ring formulas).
 - `analyze(compiled, mesh)`: the HLO analysis behind all of the above.
 """
-from .checks import CheckResult, check, compare, report
+from .checks import CheckResult, check, compare, is_implemented, report
 from .devices import TooLateError, setup_devices
 from .display import communication_table, show_mesh, show_sharding
 from .evaluate import make_mesh
@@ -23,5 +23,6 @@ from .hlo import Collective, ProgramAnalysis, analyze
 
 __all__ = [
     "CheckResult", "Collective", "ProgramAnalysis", "TooLateError", "analyze", "check", "compare",
+    "is_implemented",
     "communication_table", "make_mesh", "report", "setup_devices", "show_mesh", "show_sharding",
 ]

@@ -170,3 +170,15 @@ def compare(programs: dict, *args, chip: str = "TPU v5e", title: str | None = No
                 for name, fn in programs.items()}
     console.print(comparison_table(analyses, on=chip, title=title))
     return analyses
+
+
+def is_implemented(fn, *args, **kwargs) -> bool:
+    """Whether `fn(*args, **kwargs)` traces without `NotImplementedError` (nothing runs;
+    args may be `jax.ShapeDtypeStruct`s). Worked examples use it to wait for your code."""
+    try:
+        jax.eval_shape(functools.partial(fn, **kwargs), *args)
+    except NotImplementedError:
+        print(f"({getattr(fn, '__name__', 'this function')} is not implemented yet: "
+              f"this cell will show it once it is)")
+        return False
+    return True
