@@ -12,6 +12,8 @@ from nbgrader.preprocessors import (  # noqa: E402
 )
 
 from graders.nbgrader_plugin import FillGradeCells  # noqa: E402
+from graders.nbgrader_plugin import DropClearedCellMetadata  # noqa: E402
+from nbgrader.preprocessors import ClearOutput, DeduplicateIds, OverwriteCells, OverwriteKernelspec  # noqa: E402
 
 c = get_config()  # noqa: F821
 
@@ -45,3 +47,9 @@ c.Autograde.autograde_preprocessors = [
 ]
 # Feedback shows the grader's messages, never the instructor's hidden test lines.
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Duplicated grade cells: nbgrader keeps the last one; the others become ordinary cells
+# (without DropClearedCellMetadata nbgrader 0.9 fails the whole notebook).
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, DropClearedCellMetadata, OverwriteKernelspec, OverwriteCells,
+    CheckCellMetadata,
+]

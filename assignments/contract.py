@@ -43,6 +43,36 @@ class Arg:
 
 
 @dataclasses.dataclass(frozen=True)
+class Tree:
+    """A tuple of arguments or results that travel together as one pytree, e.g. the
+    parameters ``params = (w, b)`` of a training step, or its result ``(params, loss)``.
+    Graded leaf by leaf, in order (any container with the same leaves is accepted)."""
+
+    name: str
+    items: tuple
+    """The members, each an `Arg` or a nested `Tree`."""
+
+    @property
+    def leaves(self) -> tuple[Arg, ...]:
+        return tuple(leaf for item in self.items for leaf in arg_leaves(item))
+
+    def describe(self, case: "Case | None" = None) -> str:
+        return f"{self.name} = ({', '.join(item.describe(case) for item in self.items)})"
+
+
+def arg_leaves(arg) -> tuple[Arg, ...]:
+    """The `Arg`s inside an `Arg` or a `Tree`, in order."""
+    return arg.leaves if isinstance(arg, Tree) else (arg,)
+
+
+def map_args(fn, arg, value):
+    """Apply ``fn(value_leaf, arg_leaf)`` leaf by leaf, keeping `arg`'s nesting (as tuples)."""
+    if isinstance(arg, Tree):
+        return tuple(map_args(fn, item, v) for item, v in zip(arg.items, value))
+    return fn(value, arg)
+
+
+@dataclasses.dataclass(frozen=True)
 class Case:
     """One configuration a graded function is called with: a mesh, sizes, static arguments."""
 
@@ -92,11 +122,34 @@ class Part:
     eager: bool = False
     """Called eagerly on concrete arrays, not traced: graded on the result's shape, dtype,
     sharding and values as reported by the submission's process (no artifact, no HLO)."""
+    values_hint: str = ""
+    """Appended to a wrong-values message: the mistake it usually means and where to look."""
+    axis_types: str = "auto"
+    """The mesh's axis types for this function: ``'auto'`` (the course's default) or
+    ``'explicit'`` (`jax.sharding.AxisType.Explicit`: shardings are part of the types)."""
+    inputs: Callable | None = None
+    """Optional generator of well-conditioned inputs: ``inputs(case, rng) -> list`` of
+    arrays (a tuple of arrays for a `Tree` argument). Default: `evaluate.make_inputs`'s."""
+    baseline: Callable | None = None
+    """The plain `jax.jit` version of the same computation (same signature), shown beside
+    the student's in the visible check's cost table."""
+    cost_case: Case | None = None
+    """Where the cost table compares the student's function with `baseline`: usually the
+    book's sizes (compiled from abstract inputs, never run)."""
+    takes_mesh: bool = True
+    """False for a single-device function called without ``mesh`` (e.g. problem2's
+    ``moe_local(W, A, B)``): its cases use a 1x1 mesh, so every argument sits on one device."""
+
+    def call_kwargs(self, mesh, statics) -> dict:
+        """The keyword arguments the function is called with: ``mesh`` (unless it takes
+        none), then the static arguments."""
+        return ({"mesh": mesh} if self.takes_mesh else {}) | dict(statics)
 
     @property
     def signature(self) -> str:
         names = [a.name for a in self.args]
-        return f"{self.name}({', '.join(names)}, *, {', '.join(('mesh',) + self.statics)})"
+        keywords = (("mesh",) if self.takes_mesh else ()) + self.statics
+        return f"{self.name}({', '.join(names)}{', *, ' + ', '.join(keywords) if keywords else ''})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,10 +183,16 @@ class Assignment:
 
 def case_request(part: Part, case: Case, case_id: str) -> dict:
     """One case as the export worker reads it (JSON): mesh, argument specs, statics."""
+    def request(a):
+        if isinstance(a, Tree):
+            return {"tree": [request(item) for item in a.items]}
+        return {"shape": list(a.shape(case)), "dtype": a.dtype, "spec": list(a.spec)}
+
     return {
         "id": case_id, "mesh": list(case.mesh), "statics": dict(case.statics),
-        "args": [{"shape": list(a.shape(case)), "dtype": a.dtype, "spec": list(a.spec)}
-                 for a in part.args],
+        "args": [request(a) for a in part.args],
+        "axis_types": part.axis_types,
+        "takes_mesh": part.takes_mesh,
     }
 
 

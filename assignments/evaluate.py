@@ -11,12 +11,16 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
-from .contract import MESH_AXES, Case, Part, uses_shard_map
+from .contract import MESH_AXES, Case, Part, Tree, arg_leaves, map_args, uses_shard_map
 from .hlo import ProgramAnalysis, analyze
 
 
-def make_mesh(shape: tuple[int, int]) -> jax.sharding.Mesh:
-    """A mesh with axes ('X', 'Y') of the given sizes, in Auto mode (as the contract says)."""
+AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
+
+
+def make_mesh(shape: tuple[int, int], axis_types: str = "auto") -> jax.sharding.Mesh:
+    """A mesh with axes ('X', 'Y') of the given sizes, in Auto mode (as the contract says),
+    or in Explicit mode for the parts that ask for it (`Part.axis_types`)."""
     need = int(np.prod(shape))
     if jax.device_count() < need:
         raise RuntimeError(
@@ -24,29 +28,39 @@ def make_mesh(shape: tuple[int, int]) -> jax.sharding.Mesh:
             f"{jax.device_count()}: call assignments.setup_devices({max(need, 8)}) "
             f"before anything else touches JAX (restart the kernel first)."
         )
-    return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(AxisType.Auto, AxisType.Auto))
+    kind = AXIS_TYPES[axis_types]
+    return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(kind, kind))
 
 
 def make_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
     """Random inputs: floats with distinct values in every shard (so a wrong shard shows),
-    integers uniform in [0, high)."""
+    integers uniform in [0, high). A part with its own generator (`Part.inputs`) uses it.
+    A `Tree` argument gets a tuple of arrays."""
     rng = np.random.default_rng(seed)
-    arrays = []
-    for arg in part.args:
+    if part.inputs is not None:
+        return list(part.inputs(case, rng))
+
+    def one(_, arg):
         shape = arg.shape(case)
         if np.issubdtype(np.dtype(arg.dtype), np.integer):
-            arrays.append(rng.integers(0, case.all_sizes[arg.high], size=shape).astype(arg.dtype))
-            continue
+            return rng.integers(0, case.all_sizes[arg.high], size=shape).astype(arg.dtype)
         base = rng.standard_normal(shape) * 3.0
         if len(shape) >= 1:  # a per-row offset makes every row's mean different
             base += np.arange(shape[0]).reshape((-1,) + (1,) * (len(shape) - 1))
-        arrays.append(base.astype(arg.dtype))
-    return arrays
+        return base.astype(arg.dtype)
+
+    return [map_args(one, arg, _placeholder(arg)) for arg in part.args]
 
 
-def place(arrays, part: Part, mesh) -> list[jax.Array]:
+def _placeholder(arg):
+    """A value with `arg`'s nesting, for `map_args` to walk."""
+    return tuple(_placeholder(item) for item in arg.items) if isinstance(arg, Tree) else None
+
+
+def place(arrays, part: Part, mesh) -> list:
+    """Put each input on the mesh with its contract sharding (tuples for `Tree` arguments)."""
     return [
-        jax.device_put(a, NamedSharding(mesh, arg.partition_spec))
+        map_args(lambda a, leaf: jax.device_put(a, NamedSharding(mesh, leaf.partition_spec)), arg, a)
         for a, arg in zip(arrays, part.args)
     ]
 
@@ -101,7 +115,9 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
 
     if part.style == "jit" and uses_shard_map(stablehlo_text):
         rule_problems.append(f"{part.name} must use jax.jit only, but the program contains a shard_map.")
-    if part.style == "shard_map" and not uses_shard_map(stablehlo_text):
+    # On a one-device mesh JAX inlines a shard_map (nothing to map over), so it leaves no
+    # trace in the program: the style can only be judged on larger meshes.
+    if part.style == "shard_map" and np.prod(case.mesh) > 1 and not uses_shard_map(stablehlo_text):
         rule_problems.append(f"{part.name} must be written with jax.shard_map, but the program has none.")
     rule_problems += part.rule.violations(analysis, case)
 
@@ -112,6 +128,13 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
         problems.append(f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
         return CaseResult(case, False, not rule_problems, problems + rule_problems, analysis)
 
+    reference = part.reference(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
+    if isinstance(part.result, Tree):
+        problems += _tree_problems(out, part.result, reference, mesh, case)
+        if part.values_hint and any("values wrong" in p for p in problems):
+            problems.append(part.values_hint)
+        values_ok = not problems
+        return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
     if isinstance(out, (tuple, list)):
         problems.append(f"returned {len(out)} values; expected one array {part.result.describe(case)}")
@@ -126,13 +149,45 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
             problems.append(
                 f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
                 f"{part.result.partition_spec} (add out_shardings to jax.jit, or fix out_specs)")
-        reference = part.reference(*[a.astype(np.float64) for a in arrays],
-                                   mesh=case.mesh, **case.statics)
         wrong = _compare_values(np.asarray(out), np.asarray(reference))
         if wrong:
-            problems.append(wrong)
+            problems.append(wrong + (f". {part.values_hint}" if part.values_hint else ""))
         values_ok = not problems
     return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
+
+
+def _as_float64(value):
+    """An input as float64 NumPy (tuples for `Tree` arguments), for the reference."""
+    if isinstance(value, tuple):
+        return tuple(_as_float64(v) for v in value)
+    return np.asarray(value).astype(np.float64)
+
+
+def _tree_problems(out, result: Tree, reference, mesh, case: Case) -> list[str]:
+    """Check a pytree result leaf by leaf: shape, dtype, sharding, values."""
+    want = arg_leaves(result)
+    got = jax.tree.leaves(out)
+    ref = jax.tree.leaves(reference)
+    if len(got) != len(want) or not all(isinstance(g, jax.Array) for g in got):
+        return [f"returned {len(got)} value(s) ({type(out).__name__}); expected {len(want)} arrays "
+                f"in the structure {result.describe(case)}"]
+    problems = []
+    for g, leaf, r in zip(got, want, ref):
+        shape, dtype = leaf.shape(case), np.dtype(leaf.dtype)
+        if tuple(g.shape) != shape:
+            problems.append(f"{leaf.name}: wrong shape: got {tuple(g.shape)}, expected {shape} "
+                            f"({leaf.describe(case)})")
+        elif g.dtype != dtype:
+            problems.append(f"{leaf.name}: wrong dtype: got {g.dtype}, expected {dtype}")
+        else:
+            want_sharding = NamedSharding(mesh, leaf.partition_spec)
+            if not g.sharding.is_equivalent_to(want_sharding, g.ndim):
+                problems.append(f"{leaf.name}: wrong sharding: got {_sharding_text(g.sharding, g.ndim)}, "
+                                f"expected {leaf.partition_spec}")
+            wrong = _compare_values(np.asarray(g), np.asarray(r, dtype=np.float64))
+            if wrong:
+                problems.append(f"{leaf.name}: {wrong}")
+    return problems
 
 
 def evaluate_eager_report(part: Part, case: Case, mesh, report: dict) -> CaseResult:

@@ -77,7 +77,10 @@ def code_cells(notebook: dict) -> list[tuple[int, str]]:
     """The notebook's code cells to run, numbered from 1, without test cells or magics.
 
     nbgrader test cells (graded, not solution) hold the visible checks and the hidden
-    grader markers; the graders judge the functions themselves, so those are skipped.
+    grader markers; the graders judge the functions themselves, so those are skipped, and
+    so are the instructor's locked worked examples (slow, and not part of the answer).
+    Setup cells (grade_id 'setup' or 'setup_...'), solution cells and any cell the
+    student added are run, in order.
     """
     cells = []
     for number, cell in enumerate(notebook.get("cells", []), start=1):
@@ -86,6 +89,8 @@ def code_cells(notebook: dict) -> list[tuple[int, str]]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("grade") and not meta.get("solution"):
             continue
+        if meta.get("locked") and not str(meta.get("grade_id", "")).startswith("setup"):
+            continue  # the instructor's worked examples: graded functions may not rely on them
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else source
         source = "\n".join("# " + line if _MAGIC.match(line) else line for line in source.splitlines())
@@ -122,8 +127,12 @@ def load_submission(path: str, cell_timeout: float) -> tuple[dict, list[str]]:
         try:
             code = compile(source, filename, "exec")
         except SyntaxError as e:
-            problems.append(f"{filename.strip('<>')} has a syntax error at line {e.lineno}: {e.msg}; "
+            where = f" at line {e.lineno}" if e.lineno else ""
+            problems.append(f"{filename.strip('<>')} has a syntax error{where}: {e.msg}; "
                             f"it was skipped")
+            continue
+        except ValueError as e:  # Python 3.11: null bytes (a binary file saved as .py)
+            problems.append(f"{filename.strip('<>')} is not Python source ({e}); it was skipped")
             continue
         try:
             with time_limit(cell_timeout):
@@ -143,8 +152,10 @@ class SubmissionUnreadable(Exception):
 def signature_problem(fn, part: dict) -> str | None:
     args = [None] * part["num_args"]
     statics = {name: None for name in part["statics"]}
+    if part.get("takes_mesh", True):
+        statics["mesh"] = None
     try:
-        inspect.signature(fn).bind(*args, mesh=None, **statics)
+        inspect.signature(fn).bind(*args, **statics)
     except TypeError:
         pass
     except ValueError:
@@ -170,9 +181,19 @@ class Exporter:
         self.jit, self.export, self.make_mesh = jax.jit, jax.export.export, jax.make_mesh
         self.sds, self.named, self.spec = jax.ShapeDtypeStruct, NamedSharding, PartitionSpec
         self.auto = AxisType.Auto
+        self.axis_types = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
 
     def mesh(self, case: dict):
-        return self.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(self.auto, self.auto))
+        kind = self.axis_types[case.get("axis_types", "auto")]
+        return self.make_mesh(tuple(case["mesh"]), ("X", "Y"), axis_types=(kind, kind))
+
+    def abstract(self, mesh, arg: dict):
+        """The abstract input of one argument: a ShapeDtypeStruct carrying its sharding, or a
+        tuple of them for a pytree argument (``{"tree": [...]}``)."""
+        if "tree" in arg:
+            return tuple(self.abstract(mesh, item) for item in arg["tree"])
+        spec = self.spec(*[tuple(e) if isinstance(e, list) else e for e in arg["spec"]])
+        return self.sds(tuple(arg["shape"]), arg["dtype"], sharding=self.named(mesh, spec))
 
     def eager_report(self, fn, case: dict) -> dict:
         """Call `fn` eagerly on single-device arrays and describe what it returned."""
@@ -195,9 +216,9 @@ class Exporter:
 
     def __call__(self, fn, case: dict) -> bytes:
         mesh = self.mesh(case)
-        specs = [self.sds(tuple(a["shape"]), a["dtype"], sharding=self.named(mesh, self.spec(*a["spec"])))
-                 for a in case["args"]]
-        jitted = self.jit(functools.partial(fn, mesh=mesh, **case["statics"]))
+        specs = [self.abstract(mesh, a) for a in case["args"]]
+        keywords = {"mesh": mesh} if case.get("takes_mesh", True) else {}
+        jitted = self.jit(functools.partial(fn, **keywords, **case["statics"]))
         return bytes(self.export(jitted)(*specs).serialize())
 
 

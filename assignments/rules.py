@@ -45,8 +45,8 @@ class NoCommunication:
     def violations(self, analysis: ProgramAnalysis, case) -> list[str]:
         if not analysis.collectives:
             return []
-        hint = f" {self.why}" if self.why else ""
-        return [f"communication observed: {_observed(analysis.collectives)}; allowed: none.{hint}"]
+        hint = f". {self.why}" if self.why else ""
+        return [f"communication observed: {_observed(analysis.collectives)}; allowed: none{hint}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +74,8 @@ class OnlyKinds:
         bad = [c for c in analysis.collectives if c.kind not in self.kinds]
         if not bad:
             return []
-        hint = f" {self.why}" if self.why else ""
-        return [f"communication observed: {_observed(bad)}; allowed: only {', '.join(self.kinds)}.{hint}"]
+        hint = f". {self.why}" if self.why else ""
+        return [f"communication observed: {_observed(bad)}; allowed: only {', '.join(self.kinds)}{hint}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +94,8 @@ class Forbid:
         bad = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)]
         if not bad:
             return []
-        hint = f" {self.why}" if self.why else ""
-        return [f"communication observed: {_observed(bad)}; allowed: {self.describe()}.{hint}"]
+        hint = f". {self.why}" if self.why else ""
+        return [f"communication observed: {_observed(bad)}; allowed: {self.describe()}{hint}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,9 +179,9 @@ class NoValueAtLeast:
         if not big:
             return []
         seen = ", ".join(f"{v.name} = {v.shape} ({v.shape.elements:,} elements)" for v in big[:3])
-        hint = f" {self.why}" if self.why else ""
+        hint = f". {self.why}" if self.why else ""
         return [f"the program computes {seen}; allowed: no value with {limit:,} or more elements "
-                f"({self.what}).{hint}"]
+                f"({self.what}){hint}"]
 
 
 @dataclasses.dataclass(frozen=True)

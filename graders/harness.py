@@ -78,12 +78,13 @@ def judge_case(assignment: Assignment, part: Part, case: Case, export: dict, see
     if export.get("status") != "ok":
         return CaseResult.failed(case, export.get("message") or "no artifact was produced")
     if part.eager:
-        return evaluate_eager_report(part, case, make_mesh(case.mesh), export.get("report") or {})
+        return evaluate_eager_report(part, case, make_mesh(case.mesh, part.axis_types),
+                                     export.get("report") or {})
     t0 = time.perf_counter()
     try:
         with open(export["file"], "rb") as f:
             exported = jax.export.deserialize(bytearray(f.read()))
-        mesh = make_mesh(case.mesh)
+        mesh = make_mesh(case.mesh, part.axis_types)
         arrays = hidden_inputs(assignment, part, case, seed)
         compiled = jax.jit(exported.call).lower(*place(arrays, part, mesh)).compile()
     except Exception as e:
@@ -98,8 +99,12 @@ def judge_case(assignment: Assignment, part: Part, case: Case, export: dict, see
 
 
 def grade_submission(submission: str, assignment_name: str, *, limits: Limits = Limits(),
-                     seed: int = HIDDEN_SEED, only: list[str] | None = None) -> SubmissionResult:
-    """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases."""
+                     seed: int = HIDDEN_SEED, only: list[str] | None = None,
+                     keep_artifacts: str | None = None) -> SubmissionResult:
+    """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases.
+
+    With `keep_artifacts`, the exported artifacts (`<function>__<case>.jaxexport`) are also
+    copied into that folder (e.g. for `graders.distributed`)."""
     assignment = selected_assignment(assignment_name, only)
     cases = hidden_cases(assignment)
     jobs = [(part, i, case, case_id(part, i))
@@ -125,6 +130,7 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
                 "memory_bytes": limits.memory_bytes,
                 "parts": [{"name": p.name, "signature": p.signature, "num_args": len(p.args),
                            "statics": list(p.statics), "eager": p.eager,
+                           "takes_mesh": p.takes_mesh,
                            "cases": [case_request(p, c, case_id(p, i)) for i, c in enumerate(cases[p.name])]}
                           for p in assignment.parts],
             }
@@ -132,6 +138,8 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
                              stall_timeout=limits.stall_timeout, memory_bytes=limits.memory_bytes,
                              isolate=limits.isolate, mask=True, env=env, cwd=work)
             exports = run.results
+            if keep_artifacts:
+                shutil.copytree(artifacts, keep_artifacts, dirs_exist_ok=True)
             for event in run.events:
                 if event["event"] == "loaded" and isinstance(event.get("problems"), list):
                     problems = [str(p) for p in event["problems"]]

@@ -68,4 +68,53 @@ class FillGradeCells(NbGraderPreprocessor):
                 nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
                                        execution_count=cell.get("execution_count") or 1),
             ]
+        self.restore_deleted_test_cells(nb, resources, tests)
+        return nb, resources
+
+    def restore_deleted_test_cells(self, nb, resources, tests: dict) -> None:
+        """A test cell the student deleted gets its grade all the same (the graders judge the
+        function, not the cell; `python -m graders.batch` does the same): a locked cell is put
+        back at the end, holding the verdict, for SaveAutoGrades to read. (nbgrader's own
+        OverwriteCells.add_missing_cells fails on notebooks with duplicated cells.)"""
+        present = {cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells}
+        missing = [name for name in tests if name not in present]
+        if not missing:
+            return
+        from nbgrader.api import Gradebook, MissingEntry
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            for name in missing:
+                try:
+                    source = gb.find_grade_cell(name, info["notebook"], info["assignment"])
+                except MissingEntry:
+                    continue
+                if source.cell_type != "code":
+                    continue
+                test = tests[name]
+                cell = nbformat.v4.new_code_cell(
+                    f"# The test cell {name!r} was missing from the submission; the graders "
+                    f"judged {name} itself.")
+                cell.metadata["nbgrader"] = {"grade": True, "grade_id": name, "locked": True,
+                                             "points": source.max_score, "schema_version": 3,
+                                             "solution": False, "task": False}
+                cell.outputs = [
+                    nbformat.v4.new_output("stream", name="stdout", text=test["output"] + "\n"),
+                    nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(test["score"]))},
+                                           execution_count=1)]
+                nb.cells.append(cell)
+
+
+class DropClearedCellMetadata(NbGraderPreprocessor):
+    """Make a duplicated grade or solution cell an ordinary cell.
+
+    nbgrader's DeduplicateIds keeps the last cell of each grade id and sets the others'
+    nbgrader metadata to ``{}``, which CheckCellMetadata then rejects as an old metadata
+    format, failing the whole notebook. Removing the empty metadata lets it be graded
+    (`nbgrader_config.py` runs this right after DeduplicateIds)."""
+
+    def preprocess(self, nb, resources):
+        for cell in nb.cells:
+            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"]:
+                del cell.metadata["nbgrader"]
         return nb, resources

@@ -56,6 +56,26 @@ def isolation_note() -> str | None:
             f"{' and '.join(missing)}; grade as root on Linux for full isolation")
 
 
+def read_only_roots() -> list[str]:
+    """Folders the export worker may read but never write: the kit and the Python
+    installation it runs (interpreter, standard library, site-packages with JAX)."""
+    import site
+    import sysconfig
+
+    roots = [REPO_ROOT, sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+    try:
+        roots.append(site.getusersitepackages())
+    except Exception:
+        pass
+    real = []
+    for root in roots:
+        root = os.path.realpath(root)
+        if os.path.isdir(root) and root != "/" and root not in real:
+            real.append(root)
+    return real
+
+
 def sandboxed(command: list[str], isolate: bool, mask: bool) -> list[str]:
     """`command` wrapped in `unshare` (no network; with `mask`, the hidden folders masked),
     where the OS allows."""
@@ -65,7 +85,11 @@ def sandboxed(command: list[str], isolate: bool, mask: bool) -> list[str]:
     if "-m" not in flags or not mask:
         return ["unshare", "-n", *command]
     targets = [os.path.join(REPO_ROOT, d) for d in MASKED if os.path.isdir(os.path.join(REPO_ROOT, d))]
-    script = "".join(f"mount -t tmpfs -o ro none {shlex.quote(t)} && " for t in targets)
+    # The kit and the Python environment read-only first, so a submission cannot plant or
+    # change files that later gradings import (the scratch folder stays writable).
+    script = "".join(f"mount --bind {shlex.quote(r)} {shlex.quote(r)} && "
+                     f"mount -o remount,bind,ro {shlex.quote(r)} && " for r in read_only_roots())
+    script += "".join(f"mount -t tmpfs -o ro none {shlex.quote(t)} && " for t in targets)
     return ["unshare", *flags, "sh", "-c", script + 'exec "$@"', "sandbox", *command]
 
 

@@ -1,0 +1,567 @@
+"""Grade every submission of an assignment: in parallel, resumable, with a gradebook at the end.
+
+    python -m graders.batch --assignment problem1 SOURCE [-o OUT] [--workers N] [--gradebook]
+
+SOURCE is an nbgrader `submitted/` tree (`SOURCE/<student>/<assignment>/<notebook>.ipynb`)
+or a folder of `.ipynb`/`.py` files (one per student, named after the student).
+Each submission is graded by `graders.harness.grade_submission` in a pool of worker
+processes (each grading starts its own sandboxed children, so one bad submission costs
+only itself). As each finishes, its Gradescope-format `OUT/<student>/results.json` is
+written atomically (a temporary file renamed into place), with the submission's SHA-256
+in `extra_data`; a rerun skips every submission whose results.json is complete and whose
+file has not changed since, so a batch stopped half way loses nothing already graded.
+At the end `OUT/gradebook.csv` lists every student's scores.
+
+With `--gradebook`, each grade also goes into nbgrader's database (the same cells
+`nbgrader autograde` fills), so `nbgrader export` and `nbgrader generate_feedback` see the
+same scores. Only the automatic score of code grade cells is written: a manual score
+given in formgrader, and the written answers, are never touched.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import csv
+import dataclasses
+import datetime
+import hashlib
+import io
+import json
+import multiprocessing
+import os
+import signal
+import statistics
+import sys
+import time
+import traceback
+
+from .harness import Limits
+
+RESULTS = "results.json"
+GRADEBOOK_CSV = "gradebook.csv"
+MAX_POOL_RESTARTS = 2
+"""Times a submission is retried when the worker process grading it dies (not the
+sandboxed children: those failures are grades); then it is recorded as a grader failure."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    student: str
+    path: str | None
+    """The file to grade, or None when the student's folder has none."""
+    note: str = ""
+    """Why this file was chosen, when there was a choice to make."""
+
+
+# --- finding submissions ---------------------------------------------------------------
+
+
+def _pick(files: list[str], assignment: str) -> tuple[str | None, str]:
+    """The file to grade among a student's files: `<assignment>.ipynb`, else the only
+    notebook, else the only module; with a note when others were passed over."""
+    notebooks = sorted(f for f in files if f.endswith(".ipynb"))
+    modules = sorted(f for f in files if f.endswith(".py"))
+    for preferred in (f"{assignment}.ipynb", f"{assignment}.py"):
+        match = [f for f in files if os.path.basename(f) == preferred]
+        if match:
+            others = len(notebooks) + len(modules) - 1
+            return match[0], (f"graded {preferred}; {others} other file(s) ignored" if others else "")
+    for group in (notebooks, modules):
+        if group:
+            note = "" if len(group) == 1 else (f"{len(group)} candidate files; graded "
+                                               f"{os.path.basename(group[0])} (name it {assignment}.ipynb)")
+            return group[0], note
+    return None, ""
+
+
+def discover(source: str, assignment: str) -> list[Submission]:
+    """Every student's submission under `source` (an nbgrader submitted/ tree, a course
+    folder holding one, or a flat folder of files), sorted by student."""
+    source = os.path.abspath(source)
+    if not os.path.isdir(source):
+        raise SystemExit(f"no folder at {source}: pass nbgrader's submitted/ folder or a "
+                         f"folder of .ipynb/.py files")
+    if os.path.isdir(os.path.join(source, "submitted")) and not any(
+            os.path.isdir(os.path.join(source, d, assignment)) for d in os.listdir(source)):
+        source = os.path.join(source, "submitted")
+    entries = sorted(os.listdir(source))
+    nbgrader_tree = [d for d in entries if os.path.isdir(os.path.join(source, d, assignment))]
+    found: list[Submission] = []
+    if nbgrader_tree:
+        for student in nbgrader_tree:
+            folder = os.path.join(source, student, assignment)
+            files = []
+            for root, dirs, names in os.walk(folder):
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                files += [os.path.join(root, n) for n in names if n.endswith((".ipynb", ".py"))]
+            path, note = _pick(files, assignment)
+            found.append(Submission(student, path, note or ("" if path else
+                                    f"no .ipynb or .py file in {student}/{assignment}/")))
+        return found
+    files = [e for e in entries if e.endswith((".ipynb", ".py")) and not e.startswith(".")
+             and os.path.isfile(os.path.join(source, e))]
+    stems: dict[str, int] = {}
+    for name in files:
+        stem = os.path.splitext(name)[0]
+        stems[stem] = stems.get(stem, 0) + 1
+    for name in files:
+        stem = os.path.splitext(name)[0]
+        found.append(Submission(stem if stems[stem] == 1 else name, os.path.join(source, name)))
+    return found
+
+
+def file_sha256(path: str | None) -> str | None:
+    if path is None or not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --- results on disk ---------------------------------------------------------------------
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` so that a reader (or a rerun after a crash) sees the old file
+    or the new one, never half of one."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def read_results(out: str, student: str) -> dict | None:
+    try:
+        with open(os.path.join(out, student, RESULTS), encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def is_current(results: dict | None, assignment: str, sha256: str | None, only) -> bool:
+    """Is a stored results.json a complete grade of this very file?"""
+    extra = (results or {}).get("extra_data") or {}
+    return (extra.get("complete") is True and extra.get("assignment") == assignment
+            and extra.get("sha256") == sha256 and extra.get("only") == (list(only) if only else None))
+
+
+# --- grading, in the pool's worker processes ---------------------------------------------
+
+
+def _init_worker() -> None:
+    # Ctrl-C reaches the whole terminal's process group: the parent decides what stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def grade_one(student: str, path: str | None, assignment: str, limits: Limits,
+              only: list[str] | None) -> dict:
+    """Grade one submission; returns its Gradescope-format results (run in a pool worker)."""
+    from .harness import grade_submission
+
+    started = time.perf_counter()
+    try:
+        result = grade_submission(path or os.path.join("missing", student), assignment,
+                                  limits=limits, only=only)
+    except Exception as e:  # a bug in the graders must not stop the batch
+        return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=5)}
+    data = result.to_gradescope()
+    data["execution_time"] = round(time.perf_counter() - started, 2)
+    data["timings"] = {k: round(v, 3) for k, v in result.timings.items()}
+    return data
+
+
+def failure_results(assignment, student: str, why: str) -> dict:
+    """A zero for every part, when the graders themselves failed on a submission."""
+    from assignments.contracts import get_assignment
+
+    message = (f"the graders could not grade this submission ({why}); this is not the "
+               f"student's fault: rerun the batch to try it again")
+    parts = get_assignment(assignment).parts
+    return {"score": 0.0, "output": message,
+            "tests": [{"name": p.name, "score": 0.0, "max_score": p.points, "status": "failed",
+                       "output": message} for p in parts]}
+
+
+# --- nbgrader's gradebook ------------------------------------------------------------------
+
+
+class NbgraderGradebook:
+    """Writes batch grades into nbgrader's database, as `nbgrader autograde` would.
+
+    Only `auto_score` of code grade cells changes; `manual_score` (formgrader) and the
+    written answers are never touched, and a submission row, once there, is never removed.
+    """
+
+    def __init__(self, db_url: str, assignment: str, course: str | None):
+        from nbgrader.api import Gradebook, MissingEntry
+
+        self.assignment, self.course, self.missing = assignment, course, MissingEntry
+        self.gb = Gradebook(db_url)
+        try:
+            self.gb.find_assignment(assignment)
+        except MissingEntry:
+            self.gb.close()
+            raise SystemExit(
+                f"assignment {assignment!r} is not in nbgrader's database at {db_url}: run "
+                f"`nbgrader generate_assignment {assignment}` first (it records the grade cells), "
+                f"or leave out --gradebook") from None
+
+    def record(self, submission: Submission, results: dict, timestamp: str | None) -> None:
+        gb = self.gb
+        gb.update_or_create_student(submission.student)
+        try:
+            sub = gb.find_submission(self.assignment, submission.student)
+        except self.missing:
+            kwargs = {"timestamp": timestamp} if timestamp else {}
+            sub = gb.add_submission(self.assignment, submission.student, **kwargs)
+        scores = {t["name"]: float(t["score"]) for t in results.get("tests", [])}
+        for notebook in sub.notebooks:
+            for grade in notebook.grades:
+                if grade.cell.cell_type != "code" or grade.name not in scores:
+                    continue
+                grade.auto_score = scores[grade.name]
+                grade.needs_manual_grade = grade.manual_score is not None
+        gb.db.commit()
+
+    def write_feedback_notebook(self, submission: Submission, results: dict) -> None:
+        """autograded/<student>/<assignment>/<notebook>.ipynb, so `nbgrader generate_feedback`
+        has a notebook to render: the submission with each grade cell showing the graders'
+        message and score. A notebook written by `nbgrader autograde` is left alone."""
+        if self.course is None or submission.path is None or not submission.path.endswith(".ipynb"):
+            return
+        import nbformat
+
+        sub = self.gb.find_submission(self.assignment, submission.student)
+        for notebook in sub.notebooks:
+            target = os.path.join(self.course, "autograded", submission.student, self.assignment,
+                                  notebook.name + ".ipynb")
+            if os.path.exists(target):
+                try:
+                    mine = nbformat.read(target, as_version=4).metadata.get("graders_batch")
+                except Exception:
+                    mine = False
+                if not mine:
+                    continue
+            try:
+                nb = nbformat.read(submission.path, as_version=4)
+            except Exception:
+                nb = nbformat.v4.new_notebook()
+            known = {g.name for g in notebook.grades} | {c.name for c in notebook.comments}
+            tests = {t["name"]: t for t in results.get("tests", [])}
+            seen: set[str] = set()
+            for cell in reversed(nb.cells):  # like nbgrader, the last of duplicated cells counts
+                meta = cell.metadata.get("nbgrader", {})
+                grade_id = meta.get("grade_id")
+                if not meta:
+                    continue
+                if grade_id not in known or grade_id in seen:  # cells nbgrader does not know
+                    cell.metadata.pop("nbgrader")
+                    continue
+                seen.add(grade_id)
+                if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+                    test = tests.get(grade_id)
+                    text = test["output"] if test else f"no grader result for {grade_id!r}"
+                    score = test["score"] if test else 0
+                    cell.outputs = [
+                        nbformat.v4.new_output("stream", name="stdout", text=text + "\n"),
+                        nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
+                                               execution_count=1)]
+            nb.metadata["graders_batch"] = True
+            write_atomic(target, nbformat.writes(nb))
+            stamp = os.path.join(os.path.dirname(submission.path), "timestamp.txt")
+            if os.path.exists(stamp):
+                with open(stamp) as f:
+                    write_atomic(os.path.join(os.path.dirname(target), "timestamp.txt"), f.read())
+
+    def close(self) -> None:
+        self.gb.close()
+
+
+def nbgrader_timestamp(submission: Submission) -> str | None:
+    if submission.path is None:
+        return None
+    stamp = os.path.join(os.path.dirname(submission.path), "timestamp.txt")
+    try:
+        with open(stamp) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+# --- the batch ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Outcome:
+    submission: Submission
+    results: dict
+    status: str
+    """"graded", "kept" (graded by an earlier run, file unchanged) or "failed" (the graders failed)."""
+
+
+def run_batch(submissions: list[Submission], assignment: str, out: str, *, workers: int = 2,
+              limits: Limits = Limits(), only: list[str] | None = None,
+              gradebook: NbgraderGradebook | None = None, force: bool = False,
+              on_done=None) -> list[Outcome]:
+    """Grade `submissions` (skipping those already graded), writing each results.json as
+    it finishes; `on_done(outcome)` is called after each. Returns every outcome."""
+    outcomes: dict[str, Outcome] = {}
+    pending: list[Submission] = []
+    hashes = {s.student: file_sha256(s.path) for s in submissions}
+    for s in submissions:
+        stored = read_results(out, s.student)
+        if not force and is_current(stored, assignment, hashes[s.student], only):
+            outcomes[s.student] = Outcome(s, stored, "kept")
+        else:
+            pending.append(s)
+
+    def finish(s: Submission, data: dict, status: str) -> None:
+        extra = {"student": s.student, "assignment": assignment, "submission": s.path,
+                 "sha256": hashes[s.student], "only": list(only) if only else None,
+                 "complete": status == "graded", "note": s.note,
+                 "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "timings": data.pop("timings", {})}
+        if s.path is None and status == "graded":
+            data["output"] = f"no submission: {s.note}. " + data.get("output", "")
+        data["extra_data"] = extra
+        write_atomic(os.path.join(out, s.student, RESULTS), json.dumps(data, indent=2))
+        outcomes[s.student] = outcome = Outcome(s, data, status)
+        if gradebook is not None:
+            record_in_gradebook(gradebook, outcome)
+        if on_done:
+            on_done(outcome)
+
+    for outcome in list(outcomes.values()):
+        if gradebook is not None:  # the database converges on the files, even for kept grades
+            record_in_gradebook(gradebook, outcome)
+        if on_done:
+            on_done(outcome)
+
+    tries: dict[str, int] = {}
+    context = multiprocessing.get_context("spawn")  # never fork a process that may hold JAX
+    while pending:
+        broken: list[Submission] = []
+        with cf.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
+                                    initializer=_init_worker) as pool:
+            futures = {pool.submit(grade_one, s.student, s.path, assignment, limits, only): s
+                       for s in pending}
+            try:
+                for future in cf.as_completed(futures):
+                    s = futures[future]
+                    try:
+                        data = future.result()
+                    except cf.process.BrokenProcessPool:
+                        broken.append(s)
+                        continue
+                    except Exception as e:
+                        data = {"error": f"{type(e).__name__}: {e}"}
+                    if "error" in data:
+                        finish(s, failure_results(assignment, s.student, data["error"]), "failed")
+                    else:
+                        finish(s, data, "graded")
+            except KeyboardInterrupt:
+                for future in futures:
+                    future.cancel()
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.terminate()
+                raise
+        pending = []
+        for s in broken:
+            tries[s.student] = tries.get(s.student, 0) + 1
+            if tries[s.student] > MAX_POOL_RESTARTS:
+                finish(s, failure_results(assignment, s.student, "the process grading it died"), "failed")
+            else:
+                pending.append(s)
+    return [outcomes[s.student] for s in submissions]
+
+
+def record_in_gradebook(gradebook: NbgraderGradebook, outcome: Outcome) -> None:
+    if outcome.status == "failed":
+        return  # a grader failure is no grade: leave nbgrader's database as it was
+    gradebook.record(outcome.submission, outcome.results, nbgrader_timestamp(outcome.submission))
+    gradebook.write_feedback_notebook(outcome.submission, outcome.results)
+
+
+def gradebook_rows(outcomes: list[Outcome], assignment: str, only) -> tuple[list[str], list[dict]]:
+    from assignments.contracts import get_assignment
+
+    parts = [p for p in get_assignment(assignment).parts if not only or p.name in only]
+    header = ["student", *(p.name for p in parts), "score", "max_score", "status", "submission",
+              "sha256", "problems"]
+    rows = []
+    for o in outcomes:
+        tests = {t["name"]: t for t in o.results.get("tests", [])}
+        extra = o.results.get("extra_data") or {}
+        problems = [f"{t['name']}: {first_problem(t['output'])}" for t in tests.values()
+                    if t.get("status") != "passed"]
+        row = {"student": o.submission.student,
+               **{p.name: tests.get(p.name, {}).get("score", 0.0) for p in parts},
+               "score": o.results.get("score", 0.0), "max_score": sum(p.points for p in parts),
+               "status": o.status, "submission": o.submission.path or "",
+               "sha256": extra.get("sha256") or "", "problems": " | ".join(problems)[:500]}
+        rows.append(row)
+    return header, rows
+
+
+def write_gradebook_csv(path: str, outcomes: list[Outcome], assignment: str, only) -> None:
+    header, rows = gradebook_rows(outcomes, assignment, only)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, buffer.getvalue())
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def first_problem(output: str) -> str:
+    """The first thing a part's output says went wrong, without the case label."""
+    lines = [ln.strip() for ln in output.splitlines()]
+    for ln in lines[1:]:
+        if ln.startswith("- [") and "] " in ln:
+            return ln.split("] ", 1)[1]
+        if ln.startswith("note: "):
+            return ln[len("note: "):]
+    return lines[0] if lines else ""
+
+
+def summary_tables(outcomes: list[Outcome], assignment: str, only, console) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from assignments.contracts import get_assignment
+
+    parts = [p for p in get_assignment(assignment).parts if not only or p.name in only]
+    table = Table(title=f"{assignment}: {len(outcomes)} submission(s) by graded function",
+                  box=box.SIMPLE_HEAVY)
+    for column in ("function", "points", "mean", "full marks", "zero", "most common problem"):
+        table.add_column(column, justify="left" if column in ("function", "most common problem") else "right")
+    for p in parts:
+        scores, problems = [], {}
+        for o in outcomes:
+            test = next((t for t in o.results.get("tests", []) if t["name"] == p.name), None)
+            scores.append(float(test["score"]) if test else 0.0)
+            if test and test.get("status") != "passed":
+                first = first_problem(test["output"])[:70]
+                problems[first] = problems.get(first, 0) + 1
+        common = max(problems, key=problems.get) if problems else ""
+        table.add_row(p.name, f"{p.points:g}", f"{statistics.mean(scores):.2f}" if scores else "-",
+                      str(sum(s >= p.points for s in scores)), str(sum(s == 0 for s in scores)),
+                      f"{common} ({problems[common]}x)" if common else "")
+    console.print(table)
+    students = Table(title="students" + (" (lowest 25)" if len(outcomes) > 25 else ""),
+                     box=box.SIMPLE)
+    for column in ("student", "score", "status", "time (s)", "first problem"):
+        students.add_column(column, justify="right" if column in ("score", "time (s)") else "left")
+    maximum = sum(p.points for p in parts)
+    shown = sorted(outcomes, key=lambda o: (o.results.get("score", 0), o.submission.student))[:25]
+    for o in sorted(shown, key=lambda o: o.submission.student):
+        failing = [t for t in o.results.get("tests", []) if t.get("status") != "passed"]
+        first = f"{failing[0]['name']}: {first_problem(failing[0]['output'])}"[:90] if failing else ""
+        style = {"failed": "red", "kept": "dim"}.get(o.status, "")
+        students.add_row(o.submission.student, f"{o.results.get('score', 0):g}/{maximum:g}",
+                         f"[{style}]{o.status}[/{style}]" if style else o.status,
+                         f"{o.results.get('execution_time', 0):.1f}", first)
+    console.print(students)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders.batch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", help="nbgrader's submitted/ folder, or a folder of .ipynb/.py files")
+    parser.add_argument("--assignment", "-a", required=True)
+    parser.add_argument("-o", "--out", help="results folder (default: graded/<assignment> here)")
+    parser.add_argument("--workers", "-j", type=int, default=max(1, (os.cpu_count() or 2)),
+                        help="submissions graded at once (default: the number of CPUs)")
+    parser.add_argument("--only", nargs="+", metavar="FUNCTION", help="grade only these functions")
+    parser.add_argument("--force", action="store_true", help="regrade even unchanged submissions")
+    parser.add_argument("--gradebook", action="store_true",
+                        help="also write the scores into nbgrader's database (see --db)")
+    parser.add_argument("--db", help="nbgrader database URL (default: sqlite:///COURSE/gradebook.db, "
+                                     "COURSE being the folder that holds submitted/)")
+    for name, default in (("cell-timeout", 60.0), ("case-timeout", 60.0), ("stall-timeout", 120.0),
+                          ("run-timeout", 60.0)):
+        parser.add_argument(f"--{name}", type=float, default=default, help=f"seconds (default {default:g})")
+    parser.add_argument("--memory-gib", type=float, default=8.0, help="per worker process (default 8)")
+    args = parser.parse_args(argv)
+
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from assignments.contracts import ASSIGNMENTS
+
+    if args.assignment not in ASSIGNMENTS:
+        parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
+    console = Console(width=max(110, Console().width))
+    submissions = discover(args.source, args.assignment)
+    if not submissions:
+        console.print(f"no submissions of {args.assignment} found under {args.source}: expected "
+                      f"<student>/{args.assignment}/*.ipynb folders or .ipynb/.py files")
+        return 1
+    out = os.path.abspath(args.out or os.path.join("graded", args.assignment))
+    limits = Limits(cell_timeout=args.cell_timeout, case_timeout=args.case_timeout,
+                    stall_timeout=args.stall_timeout, run_timeout=args.run_timeout,
+                    memory_bytes=int(args.memory_gib * 2**30))
+    gradebook = None
+    if args.gradebook:
+        source = os.path.abspath(args.source)
+        course = os.path.dirname(source) if os.path.basename(source) == "submitted" else source
+        gradebook = NbgraderGradebook(args.db or f"sqlite:///{os.path.join(course, 'gradebook.db')}",
+                                      args.assignment, course)
+
+    started = time.perf_counter()
+    counts = {"graded": 0, "kept": 0, "failed": 0}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                  TextColumn("{task.fields[last]}"), console=console, transient=False) as progress:
+        task = progress.add_task(f"grading {args.assignment}", total=len(submissions), last="")
+
+        def on_done(outcome: Outcome) -> None:
+            counts[outcome.status] += 1
+            score = outcome.results.get("score", 0)
+            progress.update(task, advance=1, last=f"{outcome.submission.student}: {score:g} ({outcome.status})")
+
+        try:
+            outcomes = run_batch(submissions, args.assignment, out, workers=args.workers, limits=limits,
+                                 only=args.only, gradebook=gradebook, force=args.force, on_done=on_done)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(f"[yellow]interrupted[/yellow]: {counts['graded']} graded in this run and "
+                          f"{counts['kept']} from earlier runs are kept in {out}; run the same command "
+                          f"again to grade the rest")
+            return 130
+        finally:
+            if gradebook is not None:
+                gradebook.close()
+    csv_path = os.path.join(out, GRADEBOOK_CSV)
+    write_gradebook_csv(csv_path, outcomes, args.assignment, args.only)
+    summary_tables(outcomes, args.assignment, args.only, console)
+    elapsed = time.perf_counter() - started
+    rate = counts["graded"] / elapsed * 60 if counts["graded"] else 0.0
+    console.print(f"{counts['graded']} graded ({rate:.1f} per minute with {args.workers} worker(s)), "
+                  f"{counts['kept']} kept from an earlier run (unchanged), {counts['failed']} the graders "
+                  f"failed on (rerun to retry) in {elapsed:.0f} s")
+    console.print(f"results: {out}/<student>/{RESULTS}; gradebook: {csv_path}"
+                  + ("; nbgrader's database updated" if gradebook else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Run exported artifacts on a real multi-controller JAX runtime: several local processes.
+
+    python -m graders.distributed SUBMISSION --assignment problem1 [--processes 2] [--local-devices 4]
+
+On a GPU or TPU cluster every host runs the same program under `jax.distributed`: each
+process owns a few devices, arrays span processes, and collectives cross process boundaries
+(see the book's chapter on programming TPUs in JAX,
+https://jax-ml.github.io/scaling-book/jax-stuff/). This module takes that code path on one
+CPU machine: it starts `processes` Python processes, each with `local_devices` CPU devices
+(2 x 4 = the 8 devices of the course's meshes), joined by `jax.distributed.initialize` on a
+coordinator port chosen free at run time, with gloo for the CPU collectives. Every process
+deserializes the same `jax.export` artifact, builds its share of the global input arrays
+(`jax.make_array_from_callback`), runs the program, and process 0 gathers the result.
+
+Only cases whose mesh uses every device of the runtime can run this way (a program over a
+sub-mesh would leave a process with no devices in it); the others are reported as skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .sandbox import python_command
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JAX_", "XLA_"))}
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_devices: int = 4,
+                    timeout: float = 300.0) -> dict[str, dict]:
+    """Run each job on a `processes` x `local_devices` multi-controller runtime.
+
+    A job is ``{"id", "file": artifact path, "mesh": [nX, nY], "axis_types": "auto",
+    "inputs": [array paths (.npy)], "specs": [PartitionSpec entries per input]}``.
+    Returns id -> ``{"status": "ok", "output": path of the gathered result (.npy),
+    "spec": the result's PartitionSpec}`` or ``{"status": "error"|"skipped", "message"}``.
+    """
+    total = processes * local_devices
+    results: dict[str, dict] = {}
+    runnable = []
+    for job in jobs:
+        if int(np.prod(job["mesh"])) != total:
+            results[job["id"]] = {"status": "skipped", "message": f"mesh {job['mesh'][0]}x{job['mesh'][1]} "
+                                  f"does not use all {total} devices of the runtime"}
+        else:
+            runnable.append(job)
+    if not runnable:
+        return results
+    port = free_port()
+    out_file = os.path.join(work, f"distributed-{time.monotonic_ns()}.json")
+    procs = []
+    for pid in range(processes):
+        request = os.path.join(work, f"distributed-request-{pid}.json")
+        with open(request, "w") as f:
+            json.dump({"coordinator": f"127.0.0.1:{port}", "processes": processes, "process_id": pid,
+                       "local_devices": local_devices, "jobs": runnable, "out_dir": work,
+                       "out_file": out_file}, f)
+        log = open(os.path.join(work, f"distributed-{pid}.log"), "w")
+        procs.append((subprocess.Popen(python_command("graders.distributed:worker") + [request],
+                                       cwd=work, env=_env(), stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True), log))
+    deadline = time.monotonic() + timeout
+    failed = None
+    for proc, log in procs:
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            failed = f"the processes did not finish within {timeout:g} s"
+        log.close()
+    for proc, _ in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        elif proc.returncode != 0 and failed is None:
+            failed = f"a process exited with code {proc.returncode}"
+    if failed is None and os.path.exists(out_file):
+        with open(out_file) as f:
+            results.update(json.load(f))
+    else:
+        with open(os.path.join(work, "distributed-0.log")) as f:
+            tail = " | ".join(f.read().strip().splitlines()[-3:])
+        for job in runnable:
+            results[job["id"]] = {"status": "error", "message": f"{failed or 'no results'}: {tail[-500:]}"}
+    return results
+
+
+def worker(request_path: str) -> int:
+    """One process of the runtime (started by `run_distributed`)."""
+    with open(request_path) as f:
+        request = json.load(f)
+    import jax
+
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", request["local_devices"])
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=request["coordinator"],
+                               num_processes=request["processes"], process_id=request["process_id"])
+    from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from assignments.evaluate import make_mesh
+
+    lead = jax.process_index() == 0
+    results = {}
+    for job in request["jobs"]:
+        try:
+            with open(job["file"], "rb") as f:
+                exported = jax.export.deserialize(bytearray(f.read()))
+            mesh = make_mesh(tuple(job["mesh"]), job.get("axis_types", "auto"))
+            arrays = []
+            for path, spec in zip(job["inputs"], job["specs"]):
+                value = np.load(path)
+                sharding = NamedSharding(mesh, P(*[tuple(e) if isinstance(e, list) else e for e in spec]))
+                arrays.append(jax.make_array_from_callback(value.shape, sharding,
+                                                           lambda index, v=value: v[index]))
+            out = jax.jit(exported.call)(*arrays)
+            spec = getattr(out.sharding, "spec", None)
+            gathered = np.asarray(multihost_utils.process_allgather(out, tiled=True))
+            if lead:
+                path = os.path.join(request["out_dir"], f"{job['id']}.distributed.npy")
+                np.save(path, gathered)
+                results[job["id"]] = {"status": "ok", "output": path, "spec": str(spec),
+                                      "processes": jax.process_count(), "devices": jax.device_count()}
+        except Exception as e:  # the same failure happens in every process: report it, go on
+            results[job["id"]] = {"status": "error",
+                                  "message": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
+    multihost_utils.sync_global_devices("graders.distributed: done")
+    if lead:
+        with open(request["out_file"] + ".tmp", "w") as f:
+            json.dump(results, f)
+        os.replace(request["out_file"] + ".tmp", request["out_file"])
+    jax.distributed.shutdown()
+    return 0
+
+
+def check_submission(submission: str, assignment: str, *, processes: int = 2, local_devices: int = 4,
+                     only: list[str] | None = None) -> list[dict]:
+    """Grade a submission as usual, then run its artifacts for the cases that use every
+    device on the multi-controller runtime and compare with the float64 reference.
+    Returns one row per case: function, case label, status, largest error, message."""
+    from assignments.evaluate import _compare_values
+
+    from .harness import case_id, grade_submission, selected_assignment
+    from .hidden import HIDDEN_SEED, hidden_cases, hidden_inputs
+
+    spec = selected_assignment(assignment, only)
+    cases = hidden_cases(spec)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="distributed-") as work:
+        artifacts = os.path.join(work, "artifacts")
+        single = grade_submission(submission, assignment, only=only, keep_artifacts=artifacts)
+        jobs, expected = [], {}
+        for part in spec.parts:
+            for i, case in enumerate(cases[part.name]):
+                cid = case_id(part, i)
+                path = os.path.join(artifacts, f"{cid}.jaxexport")
+                if part.eager or not os.path.exists(path):
+                    continue
+                arrays = hidden_inputs(spec, part, case, HIDDEN_SEED + i)
+                inputs = []
+                for k, a in enumerate(arrays):
+                    inputs.append(os.path.join(work, f"{cid}.in{k}.npy"))
+                    np.save(inputs[-1], a)
+                jobs.append({"id": cid, "file": path, "mesh": list(case.mesh), "inputs": inputs,
+                             "axis_types": getattr(part, "axis_types", "auto"),
+                             "specs": [list(a.spec) for a in part.args]})
+                statics = dict(case.statics)
+                expected[cid] = (part, case, part.reference(*[a.astype(np.float64) for a in arrays],
+                                                            mesh=case.mesh, **statics))
+        results = run_distributed(jobs, work, processes=processes, local_devices=local_devices)
+        single_ok = {(p.name, c.case.label): c.values_ok for p in single.parts for c in p.cases}
+        for cid, (part, case, want) in expected.items():
+            r = results.get(cid, {"status": "error", "message": "no result"})
+            row = {"function": part.name, "case": case.label, "status": r["status"],
+                   "message": r.get("message", ""), "single_process_values_ok": single_ok.get((part.name, case.label))}
+            if r["status"] == "ok":
+                got = np.load(r["output"])
+                wrong = (f"wrong shape {got.shape}" if got.shape != want.shape
+                         else _compare_values(got, np.asarray(want)))
+                row["status"] = "wrong" if wrong else "ok"
+                row["message"] = wrong or f"result at {r['spec']} on {r['processes']} processes"
+            rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m graders.distributed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("submission")
+    parser.add_argument("--assignment", "-a", required=True)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--local-devices", type=int, default=4)
+    parser.add_argument("--only", nargs="+", metavar="FUNCTION")
+    args = parser.parse_args(argv)
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = check_submission(args.submission, args.assignment, processes=args.processes,
+                            local_devices=args.local_devices, only=args.only)
+    table = Table(title=f"{args.assignment} on {args.processes} processes x {args.local_devices} "
+                        f"CPU devices (jax.distributed, gloo)")
+    for column in ("function", "case", "status", "same verdict as one process", "detail"):
+        table.add_column(column)
+    for row in rows:
+        same = (row["status"] == "ok") == bool(row["single_process_values_ok"])
+        table.add_row(row["function"], row["case"], row["status"],
+                      "yes" if same or row["status"] == "skipped" else "NO", row["message"][:80])
+    Console(width=140).print(table)
+    # Wrong values are a verdict; a failure to run, or a verdict unlike one process's, is not.
+    return 0 if all(r["status"] == "skipped" or (r["status"] in ("ok", "wrong") and
+                    (r["status"] == "ok") == bool(r["single_process_values_ok"])) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

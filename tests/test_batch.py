@@ -1,0 +1,162 @@
+"""`python -m graders.batch`: finding submissions, atomic results, and resuming a stopped batch."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from graders.batch import discover, file_sha256, is_current, write_atomic
+from graders.samples import notebook_from, sample_path
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
+RELEASE_NB = os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb")
+FAST = ["--cell-timeout", "10", "--case-timeout", "10", "--stall-timeout", "30"]
+
+
+def batch_command(source, out, *extra):
+    return [sys.executable, "-m", "graders.batch", "-a", "problem1", str(source), "-o", str(out),
+            *FAST, *extra]
+
+
+def submitted_tree(root) -> str:
+    """An nbgrader submitted/ tree: alice (solution), bob (stub), carol (the sample mistakes),
+    dave (a folder without a notebook)."""
+    submitted = os.path.join(root, "submitted")
+    with open(sample_path("problem1_mistakes.py")) as f:
+        mistakes = notebook_from(RELEASE_NB, f.read())
+    for student, nb in (("alice", nbformat.read(SOLUTION_NB, as_version=4)),
+                        ("bob", nbformat.read(RELEASE_NB, as_version=4)), ("carol", mistakes)):
+        folder = os.path.join(submitted, student, "problem1")
+        os.makedirs(folder)
+        nbformat.write(nb, os.path.join(folder, "problem1.ipynb"))
+        with open(os.path.join(folder, "timestamp.txt"), "w") as f:
+            f.write("2026-01-15 12:00:00.000000 UTC")
+    os.makedirs(os.path.join(submitted, "dave", "problem1"))
+    return submitted
+
+
+def scores(out) -> dict[str, tuple]:
+    """student -> (score, per-function outputs), from a batch's results.json files."""
+    found = {}
+    for student in sorted(os.listdir(out)):
+        path = os.path.join(out, student, "results.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                data = json.load(f)
+            found[student] = (data["score"], [(t["name"], t["score"], t["output"]) for t in data["tests"]])
+    return found
+
+
+def csv_rows(out) -> dict[str, dict]:
+    with open(os.path.join(out, "gradebook.csv")) as f:
+        return {r["student"]: r for r in csv.DictReader(f)}
+
+
+def test_discover_nbgrader_tree(tmp_path):
+    """Are students found in an nbgrader tree (or the course folder holding it), with the
+    assignment's notebook preferred and a missing file reported?"""
+    submitted = submitted_tree(tmp_path)
+    extra = os.path.join(submitted, "carol", "problem1", "scratch.ipynb")
+    shutil.copy(RELEASE_NB, extra)
+    for source in (submitted, str(tmp_path)):
+        found = {s.student: s for s in discover(source, "problem1")}
+        assert sorted(found) == ["alice", "bob", "carol", "dave"]
+        assert found["alice"].path.endswith(os.path.join("alice", "problem1", "problem1.ipynb"))
+        assert found["carol"].path.endswith("problem1.ipynb") and "1 other file(s) ignored" in found["carol"].note
+        assert found["dave"].path is None and "no .ipynb or .py file in dave/problem1/" in found["dave"].note
+
+
+def test_discover_flat_folder(tmp_path):
+    """In a folder of files, is each file one student named after it (the extension added
+    only when two files share a name)?"""
+    for name in ("erin.py", "frank.ipynb", "gus.py", "gus.ipynb", "notes.txt"):
+        (tmp_path / name).write_text("")
+    found = {s.student: s.path for s in discover(str(tmp_path), "problem1")}
+    assert sorted(found) == ["erin", "frank", "gus.ipynb", "gus.py"]
+
+
+def test_write_atomic_replaces_whole_files(tmp_path):
+    """Does an atomic write leave the complete new text and no temporary file behind?"""
+    path = tmp_path / "student" / "results.json"
+    write_atomic(str(path), "old")
+    write_atomic(str(path), "new text")
+    assert path.read_text() == "new text"
+    assert os.listdir(tmp_path / "student") == ["results.json"]
+
+
+def test_is_current_needs_a_complete_grade_of_the_same_file():
+    """Is a stored result reused only when complete, for the same assignment, file and functions?"""
+    stored = {"extra_data": {"complete": True, "assignment": "problem1", "sha256": "abc", "only": None}}
+    assert is_current(stored, "problem1", "abc", None)
+    assert not is_current(stored, "problem1", "abd", None)
+    assert not is_current(stored, "warmup", "abc", None)
+    assert not is_current(stored, "problem1", "abc", ["roll_diff"])
+    assert not is_current({"extra_data": {**stored["extra_data"], "complete": False}}, "problem1", "abc", None)
+    assert not is_current(None, "problem1", "abc", None)
+
+
+def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
+    """Killed after its first result and run again, does a batch keep what it had, grade the
+    rest, and end with the grades of a batch run straight through?"""
+    submitted = submitted_tree(tmp_path)
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    proc = subprocess.run(batch_command(submitted, straight, "--workers", "2"), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    batch = subprocess.Popen(batch_command(submitted, resumed, "--workers", "1"), cwd=REPO_ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        while batch.poll() is None and not (resumed.exists() and scores(resumed)):
+            time.sleep(0.2)
+    finally:
+        if batch.poll() is None:
+            os.killpg(batch.pid, signal.SIGKILL)
+        batch.wait()
+    first = scores(resumed)
+    assert 1 <= len(first) <= 4
+    assert not (resumed / "gradebook.csv").exists() or len(first) == 4
+
+    proc = subprocess.run(batch_command(submitted, resumed, "--workers", "2"), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert scores(resumed) == scores(straight)
+    assert {s: first[s] for s in first} == {s: scores(resumed)[s] for s in first}, "a kept grade changed"
+    rows = csv_rows(resumed)
+    assert sum(r["status"] == "kept" for r in rows.values()) == len(first)
+    assert {s: r["score"] for s, r in rows.items()} == {s: r["score"] for s, r in csv_rows(straight).items()}
+    assert float(rows["alice"]["score"]) == 11 and float(rows["bob"]["score"]) == 0
+    assert 0 < float(rows["carol"]["score"]) < 11
+    assert float(rows["dave"]["score"]) == 0
+    dave = json.loads((resumed / "dave" / "results.json").read_text())
+    assert "no submission: no .ipynb or .py file in dave/problem1/" in dave["output"]
+    assert not [n for n in os.listdir(straight / "alice") if n != "results.json"]
+
+    # A changed submission and a damaged results.json are graded again; the rest are kept.
+    bob = os.path.join(submitted, "bob", "problem1", "problem1.ipynb")
+    shutil.copy(SOLUTION_NB, bob)
+    (resumed / "carol" / "results.json").write_text('{"score": 11, "tests": [')
+    proc = subprocess.run(batch_command(submitted, resumed, "--workers", "2"), cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = csv_rows(resumed)
+    assert {s: r["status"] for s, r in rows.items()} == {
+        "alice": "kept", "bob": "graded", "carol": "graded", "dave": "kept"}
+    assert float(rows["bob"]["score"]) == 11 and rows["bob"]["sha256"] == file_sha256(bob)
+    assert rows["carol"]["score"] == csv_rows(straight)["carol"]["score"]
+
+
+def test_unknown_assignment_is_refused(tmp_path):
+    """Does an unknown assignment name stop the command at once, listing the known ones?"""
+    proc = subprocess.run([sys.executable, "-m", "graders.batch", "-a", "nope", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown assignment 'nope'; known: " in proc.stderr

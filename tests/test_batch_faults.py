@@ -1,0 +1,165 @@
+"""One batch holding every broken submission of the corpus: it must finish, with each verdict.
+
+The batch is the problem1 corpus (`tests/submissions/problem1/`, each file also tested on its
+own in test_graders_problem1.py), the extra faults of `tests/submissions/faults/` (malformed
+and truncated notebooks, deleted and duplicated cells, binary and empty files, a syntax
+error, a submission that writes files and one that tries the network), the solution and the
+untouched stub, graded by `python -m graders.batch` with small time limits and 4 workers.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from graders.sandbox import namespaces
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
+FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
+
+# student -> (total score, {function: regex its output must match}); None: not checked
+# because it depends on this machine's isolation (see the tests below).
+EXPECTED = {
+    "solution": (11, {}),
+    "stub": (0, {"roll_diff": r"not implemented"}),
+    # the problem1 corpus
+    "comm_gather_roll": (9.5, {"roll_diff": r"communication observed: .*all-gather"}),
+    "comm_whole_roll": (9.2, {"roll_diff": r"collective-permute over X"}),
+    "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: stopped after 10 s"}),
+    "crash_one_case": (10.7, {"roll_diff": r"exited with code 3"}),
+    "forge_events": (0, {"roll_diff": r"not implemented"}),
+    "hang_blocks_alarm": (10.7, {"roll_diff": r"stopped after 8 s without progress"}),
+    "hardcoded_mesh": (9.33, {"block_average_jit": r"cannot reshape array"}),
+    "huge_output": (11, {}),
+    "jit_part_uses_shard_map": (10, {"shard_average_jit": r"must use jax.jit only"}),
+    "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
+    "loop_while_tracing": (9, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
+    "memory_hog": (11, {}),
+    "missing_function": (9, {"block_average_shard_map": r"was not defined; define it as"}),
+    "nan_output": (9, {"block_average_shard_map": r"NaN element"}),
+    "raises": (9, {"block_average_shard_map": r"raised while tracing: ValueError"}),
+    "reads_solutions": (None, {}),
+    "replicated_output": (9, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
+    "slice_roll": (10.1, {"roll_diff": r"values wrong"}),
+    "tampering": (0, {"roll_diff": r"not implemented"}),
+    "wrong_dtype": (9, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
+    "wrong_shape": (9, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
+    "wrong_signature": (8, {"roll_diff": r"wrong signature"}),
+    # tests/submissions/faults
+    "truncated": (0, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),
+    "not_a_notebook": (0, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
+    "deleted_cells": (9, {"block_average_jit": r"function block_average_jit was not defined"}),
+    "duplicated_cells": (9, {"shard_average_jit": r"values wrong: \d+ of \d+ elements differ"}),
+    "empty": (0, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
+    "binary": (0, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
+    "syntax_error": (0, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),
+    "writes_files": (11, {}),
+    "network": (4, {"roll_diff": r"was not defined"}),
+}
+
+LIMITS = ["--cell-timeout", "3", "--case-timeout", "2", "--stall-timeout", "8", "--run-timeout", "10"]
+PLANTED = "planted_by_submission.txt"
+
+
+def planted_files() -> list[str]:
+    import assignments
+    import jax
+
+    return [os.path.join(os.path.dirname(m.__file__), PLANTED) for m in (assignments, jax)]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """The whole corpus in one folder, graded once; returns (out folder, listener accepts)."""
+    root = tmp_path_factory.mktemp("faults")
+    source = root / "submissions"
+    source.mkdir()
+    for folder in (CORPUS, FAULTS):
+        for name in os.listdir(folder):
+            shutil.copy(os.path.join(folder, name), source / name)
+    shutil.copy(os.path.join(REPO_ROOT, "solutions", "problem1.py"), source / "solution.py")
+    shutil.copy(os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb"), source / "stub.ipynb")
+    for path in planted_files():
+        assert not os.path.exists(path), f"left over from an earlier run: {path}"
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.setblocking(False)
+    env = {**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])}
+    out = root / "graded"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "graders.batch", "-a", "problem1", str(source), "-o", str(out),
+             "--workers", "4", *LIMITS],
+            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+        accepted = 0
+        while True:
+            try:
+                server.accept()[0].close()
+                accepted += 1
+            except BlockingIOError:
+                break
+    finally:
+        server.close()
+        planted = [p for p in planted_files() if os.path.exists(p)]
+        for p in planted:
+            os.remove(p)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not planted, f"a submission planted files in the kit or JAX: {planted}"
+    return out, accepted, proc.stdout
+
+
+def test_every_submission_gets_its_verdict(batch):
+    """Does the batch grade every corpus file, each with its expected score and message?"""
+    out, _, _ = batch
+    with open(out / "gradebook.csv") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(EXPECTED)
+    for student, (total, messages) in EXPECTED.items():
+        results = json.loads((out / student / "results.json").read_text())
+        assert results["extra_data"]["complete"] is True
+        tests = {t["name"]: t for t in results["tests"]}
+        if total is not None:
+            assert results["score"] == pytest.approx(total), (student, results["output"])
+            assert float(rows[student]["score"]) == pytest.approx(total)
+        assert results["score"] == pytest.approx(sum(t["score"] for t in tests.values()))
+        for name, pattern in messages.items():
+            assert re.search(pattern, tests[name]["output"]), (student, tests[name]["output"])
+            assert tests[name]["score"] < tests[name]["max_score"]
+        assert rows[student]["status"] == "graded"
+
+
+def test_the_batch_never_stops(batch):
+    """Is every submission graded (none left to a rerun, none a grader failure)?"""
+    _, _, stdout = batch
+    assert re.search(rf"{len(EXPECTED)} graded .* 0 kept .* 0 the graders failed on", " ".join(stdout.split()))
+
+
+@pytest.mark.skipif(namespaces() != ("-n", "-m"), reason="needs Linux network and mount namespaces")
+def test_isolated_faults(batch):
+    """Can a submission neither plant files in the kit or JAX, nor connect to a local port,
+    nor read the solutions, while its right functions keep their marks?"""
+    out, accepted, _ = batch
+    assert accepted == 0, "the network fault reached the test's listening socket"
+    results = json.loads((out / "reads_solutions" / "results.json").read_text())
+    assert results["score"] == 0
+    writes = json.loads((out / "writes_files" / "results.json").read_text())
+    assert writes["score"] == 11 and "While running" not in writes["output"]
+
+
+def test_every_fault_file_is_in_the_batch():
+    """Is every file of tests/submissions/faults in EXPECTED (so none is silently untested)?"""
+    names = {os.path.splitext(n)[0] for n in os.listdir(FAULTS)}
+    corpus = {os.path.splitext(n)[0] for n in os.listdir(CORPUS) if n.endswith(".py")}
+    assert names | corpus | {"solution", "stub"} == set(EXPECTED)

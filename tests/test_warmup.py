@@ -1,0 +1,213 @@
+"""The warm-up's graders against its solution, its stub and a corpus of typical mistakes.
+
+Each file in `tests/submissions/warmup/` is the solution with ONE function broken. The
+solution and the stub are graded whole (every function, every mesh: 2x4, 4x2, 1x3, 1x1);
+a corpus file is graded on its broken function only (`only=`), which is all it changes,
+so the file stays fast. Scores are exact: the hidden cases make them deterministic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from assignments.contract import Case, Tree, arg_leaves, case_request
+from assignments.contracts import get_assignment
+from assignments.evaluate import make_inputs
+from graders import Limits, SubmissionResult, grade_submission
+from graders.hidden import hidden_cases
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "warmup")
+SOLUTION_PY = os.path.join(REPO_ROOT, "solutions", "warmup.py")
+SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "warmup", "warmup.ipynb")
+RELEASE_NB = os.path.join(REPO_ROOT, "release", "warmup", "warmup.ipynb")
+WARMUP = get_assignment("warmup")
+FAST = Limits(cell_timeout=20, case_timeout=20, stall_timeout=60)
+MESHES = {(2, 4), (4, 2), (1, 3), (1, 1)}
+
+
+@pytest.fixture(scope="module")
+def grade():
+    """grade(name_or_path, only=None) -> SubmissionResult, graded once per module."""
+    cache: dict[tuple, SubmissionResult] = {}
+
+    def _grade(submission: str, only: list[str] | None = None) -> SubmissionResult:
+        path = submission if os.sep in submission else os.path.join(CORPUS, submission + ".py")
+        key = (path, tuple(only or ()))
+        if key not in cache:
+            cache[key] = grade_submission(path, "warmup", limits=FAST, only=only)
+        return cache[key]
+
+    return _grade
+
+
+def broken(grade, name: str, function: str, score: float, message: str):
+    """Grade corpus file `name` on `function`; check its exact score and its message."""
+    part = grade(name, only=[function]).part(function)
+    assert part.score == pytest.approx(score), part.output
+    assert re.search(message, part.output), part.output
+    return part
+
+
+def mesh_of_passing_cases(part) -> set:
+    return {c.case.mesh for c in part.cases if c.passed}
+
+
+# --- the contract and the hidden cases ------------------------------------------------------
+
+
+def test_hidden_cases_cover_every_mesh_with_sizes_unlike_the_visible_check():
+    """Is every function graded on 2x4, 4x2, 1x3 and 1x1, never at the visible check's sizes?"""
+    cases = hidden_cases(WARMUP)
+    for part in WARMUP.parts:
+        assert {c.mesh for c in cases[part.name]} == MESHES, part.name
+        assert part.visible_case.sizes not in [c.sizes for c in cases[part.name]], part.name
+
+
+def test_tree_arguments_reach_the_exporter_as_nested_specs():
+    """Does the params pytree travel to the export worker as a nested request, and do inputs
+    and the result description follow the same nesting?"""
+    part = WARMUP.part("dp_train_step")
+    case = Case((2, 4), {"Bt": 16}, {"lr": 0.1})
+    request = json.loads(json.dumps(case_request(part, case, "x")))  # as the worker reads it
+    assert request["args"][0] == {"tree": [{"shape": [], "dtype": "float32", "spec": []}] * 2}
+    assert request["args"][1] == {"shape": [16, 1], "dtype": "float32", "spec": [["X", "Y"]]}
+    params, xs, ys = make_inputs(part, case, 0)
+    assert isinstance(params, tuple) and [p.shape for p in params] == [(), ()]
+    assert isinstance(part.result, Tree) and [a.name for a in arg_leaves(part.result)] == ["w", "b", "loss"]
+    (w, b), loss = part.reference(params, xs.astype(np.float64), ys.astype(np.float64),
+                                  mesh=case.mesh, lr=0.1)
+    assert np.isfinite([w, b, loss]).all()
+
+
+def test_explicit_part_asks_for_an_explicit_mesh():
+    """Does the Explicit-mode function's case request carry its axis types (and no other's)?"""
+    for part in WARMUP.parts:
+        request = case_request(part, part.visible_case, "x")
+        assert request["axis_types"] == ("explicit" if part.name == "explicit_matmul" else "auto")
+
+
+# --- right answers and the untouched stub -----------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [SOLUTION_PY, SOLUTION_NB], ids=["module", "notebook"])
+def test_solution_gets_full_marks_on_every_mesh(grade, path):
+    """Does the solution, as a module and as the solutions notebook, get full marks on every
+    mesh, the 3-device and 1-device ones included?"""
+    result = grade(path)
+    assert result.problems == []
+    assert result.score == result.max_score == WARMUP.max_score
+    for part in result.parts:
+        assert part.passed, part.output
+        assert mesh_of_passing_cases(part) == MESHES
+
+
+def test_release_stub_gets_zero(grade):
+    """Does the released notebook, untouched, get 0, every part saying "not implemented"?"""
+    result = grade(RELEASE_NB)
+    assert result.score == 0
+    for part in result.parts:
+        assert re.search(r"not implemented \(the function raises NotImplementedError\)", part.output)
+
+
+# --- the issue's "done when": weights gathered, batch gathered, gradients not averaged --------
+
+
+def test_layer_that_gathers_the_weights_loses_the_communication_half(grade):
+    """Does a shard_map layer that all-gathers x and w keep its values but lose the
+    communication half wherever there is more than one device?"""
+    part = broken(grade, "layer_gathers_weights", "layer_shard_map", 1.25,
+                  r"all-gather over X\+Y of f32\[\d+,\d+\].*allowed: no all-gather\. "
+                  r"Each device already holds the rows of w")
+    assert all(c.values_ok for c in part.cases)
+    assert mesh_of_passing_cases(part) == {(1, 1)}
+
+
+def test_training_step_that_gathers_the_batch_loses_the_communication_half(grade):
+    """Does a step that constrains the batch to be replicated (an all-gather of xs and ys)
+    keep its values but lose the communication half?"""
+    part = broken(grade, "dp_gathers_batch", "dp_train_step", 1.88,
+                  r"all-gather over .* of f32\[\d+,1\].*allowed: no all-gather\. "
+                  r"Each device needs only the gradient")
+    assert all(c.values_ok for c in part.cases)
+
+
+def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):
+    """Does the pmap tutorial's pmean of the gradients, under shard_map with check_vma on,
+    fail the comparison with the single-device step on every mesh of more than one device,
+    with a message that names the over-count?"""
+    part = broken(grade, "dp_pmean_trap", "dp_train_step", 0.75,
+                  r"w: values wrong: .*b: values wrong: .*summed over the devices")
+    assert mesh_of_passing_cases(part) == {(1, 1)}
+    for c in part.cases:
+        if not c.passed:
+            assert not any(p.startswith("loss:") for p in c.problems), "the loss itself is right"
+
+
+def test_step_that_never_averages_gradients_is_wrong(grade):
+    """Does a step with check_vma off and no pmean (each device steps on its own gradient)
+    lose the values on every mesh of more than one device?"""
+    part = broken(grade, "dp_no_average", "dp_train_step", 0.75, r"w: values wrong")
+    assert mesh_of_passing_cases(part) == {(1, 1)}
+
+
+def test_step_that_returns_no_loss_is_told_the_expected_structure(grade):
+    """Does returning only the new parameters say which structure was expected?"""
+    broken(grade, "dp_returns_params_only", "dp_train_step", 0,
+           r"returned 2 value\(s\) \(tuple\); expected 3 arrays in the structure "
+           r"out = \(new_params = \(w: float32\[\] at P\(\), b: float32\[\] at P\(\)\), loss")
+
+
+# --- the other functions' typical mistakes ---------------------------------------------------
+
+
+def test_layer_without_its_constraints_does_not_shard_the_work(grade):
+    """Does layer_constrained with no constraint (nothing communicated, nothing split) lose
+    the communication half, saying one all-reduce was expected?"""
+    part = broken(grade, "layer_not_constrained", "layer_constrained", 1.25,
+                  r"all-reduce runs 0 time\(s\); allowed: exactly 1")
+    assert all(c.values_ok for c in part.cases)
+
+
+def test_placing_inside_jit_fails_clearly(grade):
+    """Does device_put inside jax.jit (JAX refuses the one-device input) score 0 with JAX's reason?"""
+    broken(grade, "place_inside_jit", "place", 0, r"raised while tracing: ValueError .*incompatible devices")
+
+
+def test_sum_left_to_the_compiler_has_the_wrong_sharding(grade):
+    """Does x.sum(0) without a constraint (sharded over Y only) fail where X has more than one device?"""
+    part = broken(grade, "sum_rows_no_constraint", "sum_rows_fully_sharded", 0.5,
+                  r"wrong sharding: got P\('Y',\), expected P\(\('X', 'Y'\),\)")
+    assert mesh_of_passing_cases(part) == {(1, 3), (1, 1)}
+
+
+def test_two_psums_are_one_too_many(grade):
+    """Does summing over X and then over Y (two all-reduces) lose the communication half where
+    both axes have more than one device?"""
+    part = broken(grade, "total_sum_two_psums", "total_sum", 0.75,
+                  r"all-reduce runs 2 time\(s\); allowed: exactly 1")
+    assert mesh_of_passing_cases(part) == {(1, 3), (1, 1)}
+
+
+def test_convolution_written_for_the_visible_sizes_fails_elsewhere(grade):
+    """Does a convolution with the visible check's row length hard-coded fail on other sizes?"""
+    part = broken(grade, "convolution_hardcoded_rows", "normalized_convolution", 0,
+                  r"wrong shape: got \(8, 3\), expected \(8, 4\)")
+    assert mesh_of_passing_cases(part) == set()
+
+
+def test_ambiguous_matmul_on_an_explicit_mesh_is_a_type_error(grade):
+    """Does a plain x @ w on the Explicit mesh score 0 with JAX's request for out_sharding?"""
+    broken(grade, "explicit_plain_matmul", "explicit_matmul", 0,
+           r"ShardingTypeError .*specify the output sharding via the `out_sharding` parameter")
+
+
+def test_resolving_the_ambiguity_by_gathering_loses_the_communication_half(grade):
+    """Does resharding x to gather its columns keep the values but lose the communication half?"""
+    part = broken(grade, "explicit_reshard_gather", "explicit_matmul", 1.25,
+                  r"all-gather over Y .*allowed: no all-gather")
+    assert all(c.values_ok for c in part.cases)
