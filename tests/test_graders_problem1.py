@@ -17,9 +17,10 @@ import sys
 
 import nbformat
 import pytest
+from grading import cached_grader
 
 import assignments.evaluate
-from graders import Limits, SubmissionResult, grade_submission
+from graders import Limits, SubmissionResult
 from graders.samples import notebook_from
 from graders.sandbox import namespaces
 
@@ -38,20 +39,7 @@ FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
 
 @pytest.fixture(scope="module")
 def grade():
-    """grade(name_or_path, limits=FAST, only=None) -> SubmissionResult, graded once per module.
-
-    A bare name is a file of the corpus (`tests/submissions/problem1/<name>.py`).
-    """
-    cache: dict[tuple, SubmissionResult] = {}
-
-    def _grade(submission: str, limits: Limits = FAST, only: list[str] | None = None):
-        path = submission if os.sep in submission else os.path.join(CORPUS, submission + ".py")
-        key = (path, limits, tuple(only or ()))
-        if key not in cache:
-            cache[key] = grade_submission(path, "problem1", limits=limits, only=only)
-        return cache[key]
-
-    return _grade
+    return cached_grader("problem1", CORPUS, FAST)
 
 
 def assert_only_broken(result: SubmissionResult, broken: str, score: float, message: str) -> None:

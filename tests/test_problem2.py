@@ -11,13 +11,14 @@ import re
 
 import numpy as np
 import pytest
+from grading import cached_grader
 
 from assignments.contract import Case
 from assignments.contracts import get_assignment
 from assignments.export_worker import signature_problem
 from assignments.hlo import ArrayShape, ProgramAnalysis, Value
 from assignments.rules import NoValueAtLeast, OnlyWhen
-from graders import Limits, SubmissionResult, grade_submission
+from graders import Limits
 from graders.hidden import hidden_cases, hidden_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,17 +32,7 @@ FAST = Limits(cell_timeout=20, case_timeout=20, stall_timeout=60)
 
 @pytest.fixture(scope="module")
 def grade():
-    """grade(name_or_path, only=None) -> SubmissionResult, graded once per module."""
-    cache: dict[tuple, SubmissionResult] = {}
-
-    def _grade(submission: str, only: list[str] | None = None):
-        path = submission if os.sep in submission else os.path.join(CORPUS, submission + ".py")
-        key = (path, tuple(only or ()))
-        if key not in cache:
-            cache[key] = grade_submission(path, "problem2", limits=FAST, only=only)
-        return cache[key]
-
-    return _grade
+    return cached_grader("problem2", CORPUS, FAST)
 
 
 def cases_of(name: str) -> list[Case]:

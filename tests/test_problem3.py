@@ -5,8 +5,9 @@ import os
 import re
 
 import pytest
+from grading import cached_grader
 
-from graders import Limits, grade_submission
+from graders import Limits
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem3")
@@ -16,15 +17,7 @@ LIMITS = Limits(cell_timeout=30, case_timeout=30, stall_timeout=60)
 
 @pytest.fixture(scope="module")
 def grade():
-    cache = {}
-
-    def _grade(name: str):
-        path = name if os.sep in name else os.path.join(CORPUS, name + ".py")
-        if path not in cache:
-            cache[path] = grade_submission(path, "problem3", limits=LIMITS)
-        return cache[path]
-
-    return _grade
+    return cached_grader("problem3", CORPUS, LIMITS)
 
 
 def scores(result) -> dict[str, float]:

@@ -13,11 +13,12 @@ import re
 
 import numpy as np
 import pytest
+from grading import cached_grader
 
 from assignments.contract import Case, Tree, arg_leaves, case_request
 from assignments.contracts import get_assignment
 from assignments.evaluate import make_inputs
-from graders import Limits, SubmissionResult, grade_submission
+from graders import Limits
 from graders.hidden import hidden_cases
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,17 +33,7 @@ MESHES = {(2, 4), (4, 2), (1, 3), (1, 1)}
 
 @pytest.fixture(scope="module")
 def grade():
-    """grade(name_or_path, only=None) -> SubmissionResult, graded once per module."""
-    cache: dict[tuple, SubmissionResult] = {}
-
-    def _grade(submission: str, only: list[str] | None = None) -> SubmissionResult:
-        path = submission if os.sep in submission else os.path.join(CORPUS, submission + ".py")
-        key = (path, tuple(only or ()))
-        if key not in cache:
-            cache[key] = grade_submission(path, "warmup", limits=FAST, only=only)
-        return cache[key]
-
-    return _grade
+    return cached_grader("warmup", CORPUS, FAST)
 
 
 def broken(grade, name: str, function: str, score: float, message: str):
