@@ -136,6 +136,16 @@ def render(outcome: CheckResult) -> None:
     console.print(Panel(lines, title=title, title_align="left"))
 
 
+def _mesh_of(args, caller: str):
+    """The mesh of the first argument that carries a NamedSharding."""
+    mesh = next((a.sharding.mesh for a in args if hasattr(getattr(a, "sharding", None), "mesh")), None)
+    if mesh is None:
+        raise ValueError(f"{caller}() reads the mesh from its arguments: place at least one with "
+                         f"jax.device_put(x, NamedSharding(mesh, P(...))), or give a "
+                         f"jax.ShapeDtypeStruct a sharding.")
+    return mesh
+
+
 def report(fn, *args, title: str | None = None, **kwargs):
     """Compile `jax.jit(fn)(*args, **kwargs)` and show the communication it compiles to.
 
@@ -144,12 +154,8 @@ def report(fn, *args, title: str | None = None, **kwargs):
     """
     from .hlo import analyze
 
-    compiled = jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile()
-    mesh = next((a.sharding.mesh for a in args if hasattr(getattr(a, "sharding", None), "mesh")), None)
-    if mesh is None:
-        raise ValueError("report() reads the mesh from its array arguments: place at least one "
-                         "with jax.device_put(x, NamedSharding(mesh, P(...))) first.")
-    analysis = analyze(compiled, mesh)
+    mesh = _mesh_of(args, "report")
+    analysis = analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
     console.print(communication_table(analysis, title=title or getattr(fn, "__name__", "program")))
     return analysis
 
@@ -163,9 +169,7 @@ def compare(programs: dict, *args, chip: str = "TPU v5e", title: str | None = No
     from .costs import comparison_table
     from .hlo import analyze
 
-    mesh = next((a.sharding.mesh for a in args if hasattr(getattr(a, "sharding", None), "mesh")), None)
-    if mesh is None:
-        raise ValueError("compare() reads the mesh from its arguments: give them shardings.")
+    mesh = _mesh_of(args, "compare")
     analyses = {name: analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
                 for name, fn in programs.items()}
     console.print(comparison_table(analyses, on=chip, title=title))

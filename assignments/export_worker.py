@@ -222,20 +222,29 @@ class Exporter:
         return bytes(self.export(jitted)(*specs).serialize())
 
 
+def event_channel(silence: tuple[int, ...]):
+    """The worker protocol's channel: `emit(**event)` writes one JSON line to the original
+    stdout; the file descriptors in `silence` then lead to /dev/null, so nothing else
+    written there (prints, C-level chatter) can corrupt the stream."""
+    events = os.fdopen(os.dup(1), "w", buffering=1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in silence:
+        os.dup2(devnull, fd)
+
+    def emit(**event):
+        events.write(json.dumps(event) + "\n")
+        events.flush()
+
+    return emit
+
+
 def main(request_path: str) -> int:
     with open(request_path) as f:
         request = json.load(f)
     out_dir = request["out_dir"]
     # Events go to the parent on the original stdout; everything else written to fd 1 or 2
     # (student prints, C-level output) goes nowhere.
-    events = os.fdopen(os.dup(1), "w", buffering=1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-
-    def emit(**event):
-        events.write(json.dumps(event) + "\n")
-        events.flush()
+    emit = event_channel(silence=(1, 2))
 
     import resource
 
