@@ -10,10 +10,13 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test venv clean
 
+# bubblewrap is the sandbox student code runs in (graders/sandbox.py); setpriv/prlimit come
+# with util-linux.
 $(BIN)/.installed: pyproject.toml
+	.ci/system-packages bubblewrap:bwrap util-linux:setpriv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[browser]'   # playwright: tests/test_browser.py drives Debian's chromium
 	$(BIN)/python -c "import jax, sys; print('stack: Python', sys.version.split()[0], '| JAX', jax.__version__)"
 	touch $@
 

@@ -7,7 +7,7 @@ sys.path.insert(0, here)  # so nbgrader can load graders.nbgrader_plugin
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, Execute, GetGrades,
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
     IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 
@@ -30,13 +30,12 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.jax
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Student code runs in the kernel only for the notebook's own outputs; scores come from
-# FillGradeCells, which grades outside the kernel. It must run after Execute (it replaces
-# what the kernel printed) and before SaveAutoGrades (which reads its numbers).
-c.Execute.timeout = 120
-c.Execute.interrupt_on_timeout = True
+# No kernel runs student code during autograde: nbgrader's Execute would run it unsandboxed,
+# as the grader's user. FillGradeCells grades the submitted code in the graders' sandbox and
+# writes each grade cell's message and score; it must come before SaveAutoGrades (which
+# reads its numbers). Feedback shows those messages; the student's own outputs are the ones
+# they saw while working.
 c.Autograde.autograde_preprocessors = [
-    Execute,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,

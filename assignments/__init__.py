@@ -15,14 +15,16 @@ Public API:
   (`assignments.costs`: the book's chip constants and ring formulas).
 - `analyze(compiled, mesh)`: the HLO analysis behind all of the above.
 """
-from .checks import CheckResult, check, compare, is_implemented, report
+from .checks import CheckFailed, CheckResult, check, compare, hint_name_errors, is_implemented, report
 from .devices import TooLateError, setup_devices
 from .display import communication_table, show_mesh, show_sharding
 from .evaluate import make_mesh
 from .hlo import Collective, ProgramAnalysis, analyze
 
 __all__ = [
-    "CheckResult", "Collective", "ProgramAnalysis", "TooLateError", "analyze", "check", "compare",
+    "CheckFailed", "CheckResult", "Collective", "ProgramAnalysis", "TooLateError", "analyze", "check", "compare",
     "is_implemented",
     "communication_table", "make_mesh", "report", "setup_devices", "show_mesh", "show_sharding",
 ]
+
+hint_name_errors()  # in a notebook: a NameError also says "run the cells above, set-up first"

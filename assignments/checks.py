@@ -9,19 +9,46 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import os
+import re
+import textwrap
 import traceback
 
 import jax
 from rich.panel import Panel
 from rich.text import Text
 
-from .contract import Part, case_request
+from .contract import Case, Part, arg_leaves, case_request
 from .contracts import find_part
 from .devices import setup_devices
 from .display import communication_table, console
 from .evaluate import CaseResult, evaluate_compiled, evaluate_eager_report, make_inputs, make_mesh, place
+from .hlo import ProgramAnalysis
 
 VISIBLE_SEED = 0
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SETUP_HINT = ("run the notebook's first cell (the set-up) after a kernel restart, then the cell "
+              "that defines this function, then this check")
+
+
+class CheckFailed(AssertionError):
+    """A visible check failed: raised after the check's panel is shown, so that the cell
+    ends in an error. JupyterLab's Validate button and `nbgrader validate` then report
+    the function by name instead of "Success". Shown as these short lines, not a traceback."""
+
+    def __init__(self, name: str, problems: list[str]):
+        self.name, self.problems = name, list(problems)
+        first = [p.splitlines()[0] if p else "" for p in self.problems] or ["failed"]
+        super().__init__(f"{name}: " + "; ".join(first))
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
+        lines = [f"CheckFailed: the visible check of {self.name} did not pass (details above)"]
+        for p in self.problems:
+            first = p.splitlines()[0] if p else ""
+            first = first if len(first) <= 240 else first[:239] + "\u2026"
+            lines += textwrap.wrap(first, width=88, initial_indent="  \u2717 ", subsequent_indent="    ")
+        return lines
 
 
 @dataclasses.dataclass
@@ -29,31 +56,152 @@ class CheckResult:
     """The outcome of one visible check."""
 
     part: Part
+    """The graded function's contract."""
     result: CaseResult
+    """The verdict on the visible case (its problems include those of the second mesh)."""
+    second: CaseResult | None = None
+    """The verdict on a second, differently shaped mesh (None when not tried)."""
+    shown: bool = False
+    """Whether the panel was already displayed (a notebook then shows nothing more)."""
 
     @property
     def passed(self) -> bool:
-        return self.result.passed
+        return self.result.passed and (self.second is None or self.second.passed)
+
+    @property
+    def problems(self) -> list[str]:
+        return list(self.result.problems) + list(self.second.problems if self.second else [])
 
     def __repr__(self) -> str:
         verdict = "passed" if self.passed else "failed"
         return f"<visible check of {self.part.name}: {verdict}>"
 
+    def _ipython_display_(self) -> None:  # the last line of a cell: show the panel once
+        if not self.shown:
+            render(self)
+
+
+NAME_HINT = ("Hint: names come from cells run earlier. After a kernel restart, run the notebook "
+             "from the top (the set-up cell first): Run > Run All Above Selected Cell.")
+
+
+def hint_name_errors() -> None:
+    """In a notebook kernel, add a hint to every NameError: after a restart, run the cells above
+    (the set-up cell first). Installed once, by `import assignments`; leaves a kernel that
+    already has its own handler for exceptions alone."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or shell.custom_exceptions:
+        return
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        if NAME_HINT not in getattr(value, "__notes__", []):
+            value.add_note(NAME_HINT)
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+    shell.set_custom_exc((NameError,), handler)
+
+
+def _cell_name(filename: str) -> str:
+    """'Cell In[7]' for a notebook cell's code, else the file's name."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        number = shell.compile._filename_map.get(filename) if shell is not None else None
+        if number is not None:
+            return f"Cell In[{number}]"
+    except Exception:
+        pass
+    return os.path.basename(filename)
+
 
 def _user_frame(exc: BaseException) -> str:
-    """Where in the student's code the exception came from (notebook cells included)."""
+    """Where in the student's code the exception came from: the deepest frame that is
+    neither JAX, nor a library, nor this kit (notebook cells included)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if "site-packages" not in f.filename and "/assignments/" not in f.filename]
+              if "site-packages" not in f.filename and "dist-packages" not in f.filename
+              and not f.filename.startswith(_HERE) and not f.filename.startswith("<frozen")
+              and "/lib/python3" not in f.filename]
     if not frames:
         return ""
     f = frames[-1]
-    return f" (in {f.name}, line {f.lineno}: {f.line.strip() if f.line else ''})"
+    code = f.line.strip() if f.line else ""
+    return f" (in {f.name}, {_cell_name(f.filename)}, line {f.lineno}: {code})"
 
 
-def check(fn, *, part: str | None = None, show: bool = True) -> CheckResult:
+def _explain(e: BaseException) -> str:
+    """The exception's whole message (JAX explains after the first line), without the
+    note JAX appends about its filtered frames."""
+    text = str(e).strip()
+    text = re.split(r"\n-{10,}\nFor simplicity, JAX has removed", text)[0].rstrip()
+    if isinstance(e, NameError):
+        text += (f". Hint: if the set-up cell defines this name (jax, jnp, P, NamedSharding, ...), "
+                 f"{SETUP_HINT}.")
+    return text
+
+
+def _divides(spec: Part, case: Case) -> bool:
+    """Whether every argument's sharded dimensions divide evenly on the case's mesh."""
+    sizes = dict(zip(("X", "Y"), case.mesh))
+    try:
+        for arg in spec.args:
+            for leaf in arg_leaves(arg):
+                for dim, entry in zip(leaf.shape(case), leaf.spec):
+                    axes = entry if isinstance(entry, tuple) else (entry,) if entry else ()
+                    if dim % math.prod(sizes[a] for a in axes):
+                        return False
+    except Exception:
+        return False
+    return True
+
+
+def second_case(spec: Part, case: Case) -> Case | None:
+    """A cheap second configuration on a mesh of another shape (4x2 for 2x4), so sizes
+    hard-coded for the first mesh fail here, before the hidden graders see them."""
+    nX, nY = case.mesh
+    if nX * nY == 1:
+        return None
+    for mesh in ((nY, nX), (1, nX * nY), (nX * nY, 1)):
+        if mesh != tuple(case.mesh):
+            other = dataclasses.replace(case, mesh=mesh)
+            if _divides(spec, other):
+                return other
+    return None
+
+
+def _run_case(fn, spec: Part, case: Case) -> CaseResult:
+    setup_devices(max(8, case.mesh[0] * case.mesh[1]))
+    mesh = make_mesh(case.mesh, spec.axis_types)
+    arrays = make_inputs(spec, case, VISIBLE_SEED)
+    try:
+        if spec.eager:  # judged on the concrete result, as the graders do
+            from .export_worker import Exporter
+
+            described = Exporter().eager_report(fn, case_request(spec, case, spec.name), arrays)
+            return evaluate_eager_report(spec, case, mesh, described, arrays)
+        jitted = jax.jit(functools.partial(fn, **spec.call_kwargs(mesh, case.statics)))
+        lowered = jitted.lower(*place(arrays, spec, mesh))
+        compiled = lowered.compile()
+        return evaluate_compiled(spec, case, mesh, compiled, lowered.as_text(), arrays)
+    except NotImplementedError:
+        return CaseResult.failed(case, "not implemented yet: replace `raise NotImplementedError()` with your code")
+    except Exception as e:
+        return CaseResult.failed(
+            case, f"raised {type(e).__name__} while tracing or compiling{_user_frame(e)}: {_explain(e)}")
+
+
+def check(fn, *, part: str | None = None, show: bool = True, raises: bool = True) -> CheckResult:
     """Run the visible check of a graded function and show what it communicates.
 
-    `part` names the contract's function when `fn` was given another name.
+    It runs the contract's small visible case (a 2x4 mesh), then, if that passes, the
+    same sizes on a mesh of another shape. With `raises` (the default) a failed check
+    ends in `CheckFailed` after its panel is shown, so the cell is marked failed and
+    nbgrader's Validate names the function. `part` names the contract's function when
+    `fn` was given another name.
     """
     name = part or getattr(fn, "__name__", "")
     try:
@@ -62,32 +210,25 @@ def check(fn, *, part: str | None = None, show: bool = True) -> CheckResult:
         raise ValueError(
             f"check() could not tell which exercise {name!r} is: name your function as the "
             f"problem says, or pass part='<function name>'.") from None
-    case = spec.visible_case
-    setup_devices(max(8, case.mesh[0] * case.mesh[1]))
-    mesh = make_mesh(case.mesh, spec.axis_types)
-    arrays = make_inputs(spec, case, VISIBLE_SEED)
-    try:
-        if spec.eager:  # judged on the concrete result, as the graders do
-            from .export_worker import Exporter
-
-            described = Exporter().eager_report(fn, case_request(spec, case, spec.name))
-            result = evaluate_eager_report(spec, case, mesh, described)
-        else:
-            jitted = jax.jit(functools.partial(fn, **spec.call_kwargs(mesh, case.statics)))
-            lowered = jitted.lower(*place(arrays, spec, mesh))
-            compiled = lowered.compile()
-            result = evaluate_compiled(spec, case, mesh, compiled, lowered.as_text(), arrays)
-    except NotImplementedError:
-        result = CaseResult.failed(case, "not implemented yet: replace `raise NotImplementedError()` with your code")
-    except Exception as e:
-        result = CaseResult.failed(
-            case, f"raised {type(e).__name__} while tracing or compiling{_user_frame(e)}: "
-                  f"{str(e).splitlines()[0][:400] if str(e) else ''}")
-    outcome = CheckResult(spec, result)
+    result = _run_case(fn, spec, spec.visible_case)
+    second = None
+    if result.passed and (other := second_case(spec, spec.visible_case)) is not None:
+        second = _run_case(fn, spec, other)
+        if not second.passed:
+            second.problems[:] = [f"on mesh {other.mesh[0]}x{other.mesh[1]} (sizes as above), {p}"
+                                  for p in second.problems]
+            second.problems.append(
+                f"it passes on mesh {spec.visible_case.mesh[0]}x{spec.visible_case.mesh[1]} but not on "
+                f"{other.mesh[0]}x{other.mesh[1]}: read sizes from mesh.shape['X'], mesh.shape['Y'] "
+                f"and the arrays' shapes instead of writing them in")
+    outcome = CheckResult(spec, result, second)
     if show:
         render(outcome)
+        outcome.shown = True
         if spec.baseline is not None and spec.cost_case is not None and result.analysis is not None:
             show_cost_comparison(spec, fn)
+    if raises and not outcome.passed:
+        raise CheckFailed(spec.name, outcome.problems)
     return outcome
 
 
@@ -112,8 +253,8 @@ def show_cost_comparison(spec: Part, fn, chip: str = "TPU v5e") -> dict:
         try:
             programs[name] = analyze(compile_abstract(f, spec, case, mesh), mesh)
         except Exception as e:  # the student's function may not scale: say so, keep going
-            console.print(f"[yellow]could not compile {name} at {case.label}: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:200] if str(e) else ''}[/yellow]")
+            console.print(Text(f"could not compile {name} at {case.label}: {type(e).__name__}"
+                               f"{_user_frame(e)}: {_explain(e)}", style="yellow"))
     if programs:
         console.print(comparison_table(programs, on=chip, title=f"estimated on {chip} at {case.label} "
                                                             f"(the book's model, not a measurement)"))
@@ -121,19 +262,43 @@ def show_cost_comparison(spec: Part, fn, chip: str = "TPU v5e") -> dict:
 
 
 def render(outcome: CheckResult) -> None:
-    spec, result = outcome.part, outcome.result
+    spec, result, second = outcome.part, outcome.result, outcome.second
     if result.analysis is not None:
         console.print(communication_table(result.analysis, title=f"{spec.name}: {result.case.label}"))
+    if second is not None and not second.passed and second.analysis is not None:
+        console.print(communication_table(second.analysis, title=f"{spec.name}: {second.case.label}"))
     lines = Text()
     lines.append(f"allowed communication: {spec.rule.describe()}\n")
-    if result.passed:
-        lines.append("✓ values, shape, dtype, sharding and communication all as expected\n", style="green")
-        lines.append("Probably right: the hidden graders try many more meshes and shapes.", style="dim")
+    if outcome.passed:
+        lines.append("\u2713 values, shape, dtype, sharding and communication all as expected", style="green")
+        if second is not None:
+            lines.append(f" on mesh {result.case.mesh[0]}x{result.case.mesh[1]} and "
+                         f"{second.case.mesh[0]}x{second.case.mesh[1]}", style="green")
+        lines.append("\nProbably right: the hidden graders try many more meshes and shapes.", style="dim")
     else:
-        for p in result.problems:
-            lines.append(f"✗ {p}\n", style="red")
-    title = f"visible check: {spec.name} " + ("[green]passed[/green]" if result.passed else "[red]failed[/red]")
+        lines.append("\n".join(f"\u2717 {p}" for p in outcome.problems), style="red")
+    title = f"visible check: {spec.name} " + ("[green]passed[/green]" if outcome.passed else "[red]failed[/red]")
     console.print(Panel(lines, title=title, title_align="left"))
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class ShownAnalysis(ProgramAnalysis):
+    """A `ProgramAnalysis` whose table `report` already showed: as a cell's last value it
+    adds nothing (no repr line under the table)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+class ShownAnalyses(dict):
+    """{name: ProgramAnalysis} whose table `compare` already showed (no dict repr under it)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def _shown(analysis: ProgramAnalysis) -> ShownAnalysis:
+    return ShownAnalysis(**{f.name: getattr(analysis, f.name) for f in dataclasses.fields(analysis)})
 
 
 def _mesh_of(args, caller: str):
@@ -157,7 +322,7 @@ def report(fn, *args, title: str | None = None, **kwargs):
     mesh = _mesh_of(args, "report")
     analysis = analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
     console.print(communication_table(analysis, title=title or getattr(fn, "__name__", "program")))
-    return analysis
+    return _shown(analysis)
 
 
 def compare(programs: dict, *args, chip: str = "TPU v5e", title: str | None = None, **kwargs) -> dict:
@@ -173,7 +338,7 @@ def compare(programs: dict, *args, chip: str = "TPU v5e", title: str | None = No
     analyses = {name: analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
                 for name, fn in programs.items()}
     console.print(comparison_table(analyses, on=chip, title=title))
-    return analyses
+    return ShownAnalyses(analyses)
 
 
 def is_implemented(fn, *args, **kwargs) -> bool:

@@ -124,6 +124,9 @@ class Part:
     sharding and values as reported by the submission's process (no artifact, no HLO)."""
     values_hint: str = ""
     """Appended to a wrong-values message: the mistake it usually means and where to look."""
+    hint_when: Callable | None = None
+    """The reference of the mistake `values_hint` names (same signature as `reference`):
+    when given, the hint is shown only if the result matches it, never on other wrong values."""
     axis_types: str = "auto"
     """The mesh's axis types for this function: ``'auto'`` (the course's default) or
     ``'explicit'`` (`jax.sharding.AxisType.Explicit`: shardings are part of the types)."""
@@ -196,6 +199,32 @@ def case_request(part: Part, case: Case, case_id: str) -> dict:
     }
 
 
+SHARD_MAP_OPS = frozenset({"sdy.manual_computation", "custom_call:SPMDFullToShardShape",
+                           "custom_call:SPMDShardToFullShape"})
+"""How a shard_map shows in a lowered program: Shardy's manual computation, or GSPMD's
+conversions into and out of the manual region."""
+
+
+def program_ops(stablehlo_text: str) -> frozenset[str]:
+    """The operation names of a lowered (StableHLO) program, parsed, with each custom call
+    as ``custom_call:<target>``. Locations, names and scopes play no part, so a
+    `jax.named_scope("manual_computation")` is not mistaken for a shard_map."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    names: set[str] = set()
+
+    def visit(op):
+        names.add(op.name)
+        if op.name == "stablehlo.custom_call" and "call_target_name" in op.attributes:
+            names.add("custom_call:" + ir.StringAttr(op.attributes["call_target_name"]).value)
+        return ir.WalkResult.ADVANCE
+
+    with mlir.make_ir_context():
+        ir.Module.parse(stablehlo_text).operation.walk(visit)
+    return frozenset(names)
+
+
 def uses_shard_map(stablehlo_text: str) -> bool:
     """Does a lowered (StableHLO) program contain a shard_map region?"""
-    return "manual_computation" in stablehlo_text or "SPMDFullToShardShape" in stablehlo_text
+    return bool(program_ops(stablehlo_text) & SHARD_MAP_OPS)

@@ -1,31 +1,77 @@
-"""An estimate of how long a compiled program would take on a real chip.
+"""An estimate of how long a compiled program would take on a real slice of chips.
 
-The kit runs on a CPU, where timings say nothing about a TPU or a GPU. Instead, this
-model takes what the compiled program does (FLOPs and memory traffic from XLA's
-`cost_analysis`, every collective from the HLO analysis) and prices it with the chip
-constants and ring formulas of *How To Scale Your Model*: Part 2 ("How to Think About
-TPUs", the chip table), Part 3 ("Sharded Matrices", the collective costs) and Part 12
-("How to Think About GPUs"). Every figure it prints is an estimate, and labelled so.
+The kit runs on a CPU, where timings say nothing about a TPU or a GPU. Instead, this model
+takes what the compiled program does (its matmuls, its inputs and outputs, every collective
+from the HLO analysis, `assignments.hlo`) and prices it with the chip figures and collective
+costs of *How To Scale Your Model* (https://jax-ml.github.io/scaling-book/): Part 2 ("How to
+Think About TPUs": the chip table, the ICI links, which slices wrap around), Part 3 ("Sharded
+Matrices and How to Multiply Them": the cost of each collective) and Part 12 ("How to Think
+About GPUs": the H100, NVLink within a node). Every figure it prints is an estimate, and
+labelled so.
 
-The collective model, per device, on one mesh axis of n devices joined in a ring with
-one-way link bandwidth W (both directions usable at once):
-- all-gather of a result of V bytes: (n - 1)/n * V / (2 W)   (a bidirectional ring)
-- reduce-scatter of an operand of V bytes: the same
-- all-reduce of V bytes: twice that (a reduce-scatter, then an all-gather)
-- all-to-all of V bytes: a quarter of the all-gather of V (the book's rule of thumb)
-- collective-permute of B bytes to a neighbour: B / W per direction; permutes that go
-  opposite ways share no link, so their times overlap (this is why bidirectional
-  collective matmuls are faster: each direction carries half the bytes).
-Compute time is the larger of FLOPs / peak FLOP/s and bytes accessed / HBM bandwidth.
+**The slice.** Each mesh axis is laid on one axis of the slice's physical topology
+(`slice_for`), and is a *ring* only where the hardware has a wraparound link (Part 2):
+TPU v5e and v6e wrap around only on a full 16-chip axis, TPU v4 and v5p on axes of a multiple
+of 4 chips; anything else is a *line*. The 8 GPUs of an H100 node all reach one NVLink
+switch: every GPU sends through its own port (`switch`). Every estimate prints the mapping.
+
+**A collective**, one axis of n devices, one-way link bandwidth W (ICI links carry W each way
+at once); V is the whole gathered (all-gather) or reduced (reduce-scatter, all-reduce) array
+as one device holds it, O a device's all-to-all operand, b a permute's block. The time is the
+bytes on the busiest link direction divided by W (`link bytes` below; Part 3's costs):
+
+| collective | ring (wraparound) | line (no wraparound) | switch (H100 node) |
+|---|---|---|---|
+| all-gather, reduce-scatter | (n-1)/n V / 2 (both ways) | (n-1)/n V (the end link) | (n-1)/n V |
+| all-reduce | 2 (n-1)/n V / 2 | 2 (n-1)/n V | 2 (n-1)/n V |
+| all-to-all | n O / 8, the book's V/(4 W_ici) of the whole array nO | n O / 4 (the middle link) | (n-1)/n O |
+| permute by k places | k b one way | routed along the line | b per permute, all through one port |
+
+(For odd n the all-to-all uses floor(n/2) ceil(n/2) / n in place of n/4.) Permutes on one
+axis share its links: their loads add up per link direction, and the busiest direction sets
+the time, so permutes in opposite directions overlap on a ring but not on a line, where the
+wrapped pair of each ring (device 0 to device n-1) crosses every link the other way. Other
+collectives run one after the other. A collective over several axes uses the links of each:
+its single-axis price divided by the number of axes (Part 3).
+
+**What an accelerator runs.** XLA:CPU writes a reduce-scatter as an all-reduce whose result
+only feeds a dynamic-slice of one device's share; the analysis marks it
+(`Collective.accelerator_kind`) and it is priced as the reduce-scatter a GPU or TPU runs.
+All-reduces that XLA's combiner merged into one tuple are priced as one all-reduce of all their
+bytes, as a combined collective runs on an accelerator too.
+
+**Compute** is the larger of the matmul time (the program's dot FLOPs, by operand dtype, at
+the chip's peak for that dtype: `Chip.peaks`) and the memory time (the program's own HBM
+traffic: inputs read once, outputs written once, XLA's temporaries written and read once, at
+the HBM bandwidth). XLA:CPU's own FLOP and byte counts describe the CPU program (a loop body
+counted once, CPU-specific copies), so they are not used.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from rich import box
 from rich.table import Table
 
 from .hlo import Collective, ProgramAnalysis
+
+BOOK_PART2 = "How To Scale Your Model, Part 2 (TPUs), chip and ICI tables"
+BOOK_PART12 = "How To Scale Your Model, Part 12 (GPUs), H100 SXM"
+
+# The book's Part 10 worked example: an int32 matmul of 2 x 512 x 2048 x 2048 FLOPs per chip
+# (B, D, F = 1024, 2048, 8192 on a 2x4 TPU v5e, no sharding on the contracting dimension)
+# measured at 224 us. TPU matrix units take no int32 (the book says so): this is the only
+# int32 rate published for a TPU, and the kit's int32 price for every TPU scales it with
+# the chip's bf16 peak (an assumption, said so in Chip.peak_source).
+BOOK_INT32_FLOPS = 2 * 512 * 2048 * 2048
+BOOK_INT32_SECONDS = 224e-6
+V5E_INT32_FLOPS_PER_S = BOOK_INT32_FLOPS / BOOK_INT32_SECONDS   # 1.92e13
+INT32_SHARE_OF_BF16 = V5E_INT32_FLOPS_PER_S / 1.97e14              # 0.097
+# float32 on a TPU: the matrix units take bf16; float32 accuracy (Precision.HIGHEST) takes
+# 6 bf16 passes (JAX docs, jax.lax.Precision: "HIGHEST ... 6 passes" on TPU; DEFAULT is one
+# bf16 pass, which rounds the inputs to bf16).
+TPU_F32_PASSES = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,16 +84,50 @@ class Chip:
     hbm_bytes_per_s: float
     """HBM bandwidth."""
     link_bytes_per_s: float
-    """One-way bandwidth of one link to a neighbour along a mesh axis (ICI for TPUs,
-    NVLink per GPU for the H100, treating a node's NVLink switch as one ring)."""
+    """One-way bandwidth of one link to a neighbour along a mesh axis (ICI for TPUs; for the
+    H100 a GPU's NVLink bandwidth into the node's switch, one way)."""
     source: str
+    wraparound: str = "16"
+    """Which axes close into rings: "16" (only a full 16-chip axis: v5e, v6e), "4" (axes of a
+    multiple of 4 chips: v4, v5p) or "switch" (all GPUs of a node on one NVLink switch)."""
+    peaks: tuple[tuple[str, float], ...] = ()
+    """Matmul FLOP/s by HLO operand dtype (bf16 is `flops_per_s`)."""
+    peak_source: str = ""
+    node_size: int = 0
+    """For a switch: devices per node (NVLink reaches no further)."""
+
+    def peak(self, dtype: str) -> float:
+        """Matmul FLOP/s for operands of `dtype` (HLO names: bf16, f32, s32, s8, ...)."""
+        table = dict(self.peaks)
+        if dtype in table:
+            return table[dtype]
+        if dtype in ("f16", "bf16"):
+            return self.flops_per_s
+        if dtype in ("f64", "s64", "u64", "c64", "c128"):
+            return table.get("f32", self.flops_per_s) / 4   # no chip here has fast 64-bit matmuls
+        return table.get("s32" if dtype.startswith(("s", "u")) else "f32", self.flops_per_s)
+
+
+def _tpu(name, bf16, int8, hbm, link, wraparound):
+    return Chip(name, bf16, hbm, link, BOOK_PART2, wraparound,
+                peaks=(("bf16", bf16), ("f32", bf16 / TPU_F32_PASSES), ("s32", bf16 * INT32_SHARE_OF_BF16),
+                       ("s8", int8), ("u8", int8)),
+                peak_source=("bf16 and int8: the book's Part 2; f32: 6 bf16 passes (Precision.HIGHEST, "
+                             "JAX docs); int32: the book's Part 10 v5e measurement (224 us for "
+                             "2*512*2048*2048 FLOPs), scaled by the bf16 peak"))
 
 
 CHIPS: dict[str, Chip] = {c.name: c for c in (
-    Chip("TPU v5e", 1.97e14, 8.1e11, 4.5e10, "How To Scale Your Model, Part 2, TPU specs table"),
-    Chip("TPU v5p", 4.59e14, 2.8e12, 9.0e10, "How To Scale Your Model, Part 2, TPU specs table"),
-    Chip("TPU v6e", 9.20e14, 1.6e12, 9.0e10, "How To Scale Your Model, Part 2, TPU specs table"),
-    Chip("H100", 9.9e14, 3.35e12, 4.5e11, "How To Scale Your Model, Part 12, GPU specs (NVLink 4: 450 GB/s one way)"),
+    _tpu("TPU v4", 2.75e14, 2.75e14, 1.2e12, 4.5e10, "4"),
+    _tpu("TPU v5e", 1.97e14, 3.94e14, 8.1e11, 4.5e10, "16"),
+    _tpu("TPU v5p", 4.59e14, 9.18e14, 2.8e12, 9.0e10, "4"),
+    _tpu("TPU v6e", 9.20e14, 1.84e15, 1.6e12, 9.0e10, "16"),
+    Chip("H100", 9.9e14, 3.35e12, 4.5e11, BOOK_PART12 + " (NVLink 4: 900 GB/s per GPU, 450 GB/s one way)",
+         "switch", peaks=(("bf16", 9.9e14), ("f32", 6.7e13), ("s32", 3.35e13), ("s8", 1.98e15)),
+         peak_source="bf16, int8: the book's Part 12; f32 67 TFLOP/s (no tensor cores, NVIDIA H100 SXM "
+                     "datasheet); int32 half the f32 rate (NVIDIA Hopper whitepaper, 64 INT32 lanes per SM "
+                     "against 128 FP32)",
+         node_size=8),
 )}
 
 
@@ -58,52 +138,270 @@ def chip(name: str) -> Chip:
         raise KeyError(f"unknown chip {name!r}; known: {', '.join(CHIPS)}") from None
 
 
-def collective_seconds(c: Collective, on: Chip) -> float:
-    """Time for one run of collective `c` on chip `on` (see the module's formulas)."""
-    n, w = max(c.group_size, 1), on.link_bytes_per_s
-    if c.kind == "collective-permute":
-        return c.bytes / w
-    if c.kind == "all-gather":
-        volume = sum(r.bytes for r in c.results)
+# ---------------------------------------------------------------------------------------
+# The slice: which mesh axes are rings
+
+
+@dataclasses.dataclass(frozen=True)
+class AxisLinks:
+    """How one mesh axis is wired on the slice."""
+
+    name: str
+    size: int
+    topology: str
+    """"ring" (wraparound link), "line" (no wraparound) or "switch" (NVLink switch)."""
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.size} {'GPUs' if self.topology == 'switch' else 'chips'}, {self.topology} ({self.why})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+    """A chip and how each mesh axis lies on its links."""
+
+    chip: Chip
+    axes: tuple[AxisLinks, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.chip.name} {'x'.join(str(a.size) for a in self.axes) or '1'}"
+
+    def axis(self, name: str) -> AxisLinks | None:
+        return next((a for a in self.axes if a.name == name), None)
+
+    def describe(self) -> str:
+        return f"{self.name} slice: " + "; ".join(map(str, self.axes))
+
+
+def axis_links(on: Chip, name: str, size: int, wraparound: bool | None = None) -> AxisLinks:
+    """The book's Part 2 rule for one mesh axis of `size` devices laid on one axis of the slice."""
+    if on.wraparound == "switch":
+        return AxisLinks(name, size, "switch", "NVLink switch within a node")
+    if wraparound is not None:
+        return AxisLinks(name, size, "ring" if wraparound else "line", "as asked")
+    if on.wraparound == "16":
+        ring = size == 16
+        why = "a full 16-chip axis wraps around" if ring else "v5e/v6e wrap around only on a full 16-chip axis"
     else:
-        volume = c.bytes
-    ring = (n - 1) / n * volume / (2 * w)
-    if c.kind == "all-reduce":
-        return 2 * ring
-    if c.kind in ("all-to-all", "ragged-all-to-all"):
-        return ring / 4
-    return ring  # all-gather, reduce-scatter, collective-broadcast
+        ring = size % 4 == 0
+        why = ("axes of a multiple of 4 chips wrap around" if ring
+               else "v4/v5p wrap around only on axes of a multiple of 4 chips")
+    return AxisLinks(name, size, "ring" if ring else "line", why)
 
 
-def communication_seconds(analysis: ProgramAnalysis, on: Chip) -> float:
-    """All collectives, in sequence, except that permutes in opposite ring directions overlap."""
-    total, permutes = 0.0, {}
+def slice_for(on: Chip | str, mesh_shape, axis_names, wraparound: dict | None = None) -> Slice:
+    """Lay a mesh on a slice of `on`: each mesh axis on its own axis of the slice (a 2x4 mesh
+    on a 2x4 slice). `wraparound={"Y": True}` overrides the book's rule for an axis."""
+    on = chip(on) if isinstance(on, str) else on
+    if on.wraparound == "switch" and math.prod(mesh_shape) > on.node_size:
+        raise ValueError(f"{on.name}: the model covers one NVLink node of {on.node_size} GPUs, "
+                         f"not {math.prod(mesh_shape)}")
+    wraparound = wraparound or {}
+    return Slice(on, tuple(axis_links(on, a, int(n), wraparound.get(a))
+                           for a, n in zip(axis_names, mesh_shape)))
+
+
+def _slice_of(analysis: ProgramAnalysis, on: Chip | Slice | str) -> Slice:
+    if isinstance(on, Slice):
+        return on
+    on = chip(on) if isinstance(on, str) else on
+    if analysis.mesh_shape:
+        return slice_for(on, analysis.mesh_shape, analysis.axis_names)
+    # No mesh recorded (an old analysis): each axis as long as the groups that run over it.
+    sizes = {}
     for c in analysis.collectives:
-        seconds = collective_seconds(c, on) * (c.count or 1)
-        if c.kind == "collective-permute" and len(c.shifts) == 1:
-            key = (c.axes, "forward" if c.shifts[0] <= c.group_size // 2 else "backward")
-            permutes[key] = permutes.get(key, 0.0) + seconds
+        if len(c.axes) == 1:
+            sizes[c.axes[0]] = c.group_size
+    return Slice(on, tuple(axis_links(on, a, n) for a, n in sorted(sizes.items())))
+
+
+# ---------------------------------------------------------------------------------------
+# Prices
+
+
+@dataclasses.dataclass(frozen=True)
+class Price:
+    """One collective, one execution, on one slice."""
+
+    kind: str
+    """What the accelerator runs (may differ from the CPU program's `Collective.kind`)."""
+    topology: str
+    """e.g. "Y: line of 4"."""
+    sent_bytes: float
+    """Bytes each device sends (all its links together)."""
+    link_bytes: float
+    """Bytes on the busiest link direction: the time is link_bytes / W."""
+    seconds: float
+    note: str = ""
+
+
+def _topology_of(c: Collective, s: Slice) -> tuple[str, int, str]:
+    """(topology, n, label) of the links collective `c` runs over."""
+    links = [s.axis(a) for a in c.axes]
+    if not links or any(l is None for l in links):
+        topo = "switch" if s.chip.wraparound == "switch" else "ring"
+        return topo, max(c.group_size, 1), f"{'+'.join(c.axes) or '?'}: {topo} of {c.group_size}"
+    topo = ("switch" if links[0].topology == "switch"
+            else "ring" if all(l.topology == "ring" for l in links) else "line")
+    return topo, max(c.group_size, 1), f"{'+'.join(c.axes)}: {topo} of {c.group_size}"
+
+
+def _permute_loads(topology: str, n: int, shift: int, block: float) -> dict:
+    """Bytes each link direction carries when every device of an n-axis sends `block` bytes
+    `shift` places on (mod n). Keys: (link i between positions i and i+1 or i and (i+1) % n,
+    +1 or -1)."""
+    loads: dict = {}
+    shift %= n
+    if shift == 0:
+        return loads
+    if topology == "switch":
+        return {("port", +1): float(block)}
+    for j in range(n):
+        t = (j + shift) % n
+        if topology == "ring":
+            fwd, back = shift, n - shift
+            routes = [(+1, fwd, 1.0)] if fwd < back else [(-1, back, 1.0)] if back < fwd else \
+                [(+1, fwd, 0.5), (-1, back, 0.5)]
+            for direction, hops, share in routes:
+                for h in range(hops):
+                    link = (j + h) % n if direction > 0 else (j - h - 1) % n
+                    loads[(link, direction)] = loads.get((link, direction), 0.0) + share * block
+        else:  # a line: straight from j to t
+            direction = 1 if t > j else -1
+            for link in range(min(j, t), max(j, t)):
+                loads[(link, direction)] = loads.get((link, direction), 0.0) + block
+    return loads
+
+
+def _all_to_all_link_share(topology: str, n: int) -> float:
+    """Busiest link direction of an all-to-all, as a share of one device's operand O."""
+    if topology == "switch":
+        return (n - 1) / n
+    cut = (n // 2) * ((n + 1) // 2) / n        # blocks of O/n crossing the middle, each way
+    return cut / 2 if topology == "ring" else cut
+
+
+def price(c: Collective, on: Chip | Slice | str) -> Price:
+    """The book's price of one execution of collective `c` (see the module's table)."""
+    s = on if isinstance(on, Slice) else Slice(chip(on) if isinstance(on, str) else on, ())
+    topology, n, label = _topology_of(c, s)
+    w = s.chip.link_bytes_per_s
+    kind = c.priced_kind
+    note = ""
+    if c.accelerator_kind:
+        note = f"XLA:CPU wrote an {c.kind} + dynamic-slice; priced as the {kind} an accelerator runs"
+    elif c.pieces > 1:
+        note = f"{c.pieces} arrays combined into one {c.kind} by XLA's combiner; priced as one of all their bytes"
+    both = 2 if topology == "ring" else 1       # a ring sends half each way
+    axes = max(len(c.axes), 1)
+    if kind == "collective-permute":
+        block = float(c.bytes)
+        if len(c.shifts) == 1 and len(c.axes) == 1:
+            link = max(_permute_loads(topology, n, c.shifts[0], block).values(), default=0.0)
         else:
-            total += seconds
-    by_axis: dict = {}
-    for (axes, _), seconds in permutes.items():
-        by_axis[axes] = max(by_axis.get(axes, 0.0), seconds)
-    return total + sum(by_axis.values())
+            link = block
+        return Price(kind, label, block, link, link / w, note)
+    if kind == "all-gather":
+        volume = float(sum(r.bytes for r in c.results))
+    else:
+        volume = float(c.bytes)
+    if kind in ("all-to-all", "ragged-all-to-all"):
+        sent = (n - 1) / n * volume
+        link = _all_to_all_link_share(topology, n) * volume
+    else:
+        sent = (n - 1) / n * volume * (2 if kind == "all-reduce" else 1)
+        link = sent / both
+    link /= axes
+    return Price(kind, label, sent, link, link / w, note)
+
+
+def collective_seconds(c: Collective, on: Chip | Slice | str) -> float:
+    """Time for one run of collective `c`. On a `Slice` each axis is a ring or a line as the
+    slice says; on a bare `Chip` the axis is laid on the chip's slice by the book's rule."""
+    if not isinstance(on, Slice):
+        on = chip(on) if isinstance(on, str) else on
+        on = Slice(on, tuple(axis_links(on, a, c.group_size) for a in c.axes)) if len(c.axes) == 1 else Slice(on, ())
+    return price(c, on).seconds
+
+
+def _permute_groups(analysis: ProgramAnalysis, s: Slice):
+    """Single-axis permutes grouped by axis: {axis: (topology, n, [collectives])}."""
+    groups: dict = {}
+    for c in analysis.collectives:
+        if c.priced_kind == "collective-permute" and len(c.shifts) == 1 and len(c.axes) == 1:
+            topology, n, _ = _topology_of(c, s)
+            groups.setdefault(c.axes[0], (topology, n, []))[2].append(c)
+    return groups
+
+
+def communication(analysis: ProgramAnalysis, on: Chip | Slice | str) -> tuple[float, float, float]:
+    """(seconds, bytes each device sends, bytes on the busiest link direction) for a whole
+    execution: collectives one after the other, except that the permutes of one axis share
+    its links (their loads add up per link direction; the busiest direction sets the time)."""
+    s = _slice_of(analysis, on)
+    w = s.chip.link_bytes_per_s
+    seconds = sent = link = 0.0
+    grouped = {id(c) for _, _, cs in _permute_groups(analysis, s).values() for c in cs}
+    for c in analysis.collectives:
+        p = price(c, s)
+        runs = c.count or 1
+        sent += p.sent_bytes * runs
+        if id(c) not in grouped:
+            seconds += p.seconds * runs
+            link += p.link_bytes * runs
+    for topology, n, cs in _permute_groups(analysis, s).values():
+        loads: dict = {}
+        for c in cs:
+            for key, b in _permute_loads(topology, n, c.shifts[0], float(c.bytes)).items():
+                loads[key] = loads.get(key, 0.0) + b * (c.count or 1)
+        busiest = max(loads.values(), default=0.0)
+        seconds += busiest / w
+        link += busiest
+    return seconds, sent, link
+
+
+def communication_seconds(analysis: ProgramAnalysis, on: Chip | Slice | str) -> float:
+    """All collectives of a program (see `communication`)."""
+    return communication(analysis, on)[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Compute
+
+
+def hbm_bytes(analysis: ProgramAnalysis) -> float:
+    """The program's own HBM traffic per device: inputs read once, outputs written once, XLA's
+    temporaries written and read once."""
+    return float((analysis.argument_bytes or 0) + (analysis.output_bytes or 0) + 2 * (analysis.temp_bytes or 0))
+
+
+def matmul_seconds(analysis: ProgramAnalysis, on: Chip) -> float:
+    """The program's dot FLOPs at the chip's peak for each operand dtype."""
+    if analysis.dot_flops is None:   # an analysis made before dot FLOPs were read: XLA's count at bf16
+        return (analysis.flops or 0.0) / on.flops_per_s
+    return sum(f / on.peak(dtype) for dtype, f in analysis.dot_flops)
 
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-    """Estimated time of one compiled program on one chip, per device (all in seconds)."""
+    """Estimated time of one compiled program on one slice, per device (all in seconds)."""
 
     chip: str
     flops: float
-    """FLOPs per device (from XLA's cost analysis, or given)."""
+    """Matmul FLOPs per device."""
     compute_s: float
-    """max(FLOPs / peak, bytes accessed / HBM bandwidth)."""
+    """max(matmul time, memory time)."""
     comm_s: float
-    """Every collective priced by the ring formulas."""
-    comm_bytes: int | None
-    """Bytes each device sends (None when a loop's trip count is unknown)."""
+    """Every collective priced by the book's costs on the slice's links."""
+    comm_bytes: float | None
+    """Bytes each device sends over its links (None when a loop's trip count is unknown)."""
+    link_bytes: float = 0.0
+    """Bytes on the busiest link direction."""
+    matmul_s: float = 0.0
+    memory_s: float = 0.0
+    slice: str = ""
+    """The mesh-to-slice mapping the estimate assumed."""
 
     @property
     def serialized_s(self) -> float:
@@ -116,14 +414,19 @@ class Estimate:
         return max(self.compute_s, self.comm_s)
 
 
-def estimate(analysis: ProgramAnalysis, on: Chip | str, *, compute_s: float | None = None) -> Estimate:
-    """Price a program's analysis on a chip. `compute_s` overrides the compute estimate
-    (e.g. with a measured time, as the book's worked example does)."""
-    on = chip(on) if isinstance(on, str) else on
-    flops = analysis.flops or 0.0
+def estimate(analysis: ProgramAnalysis, on: Chip | Slice | str, *, compute_s: float | None = None) -> Estimate:
+    """Price a program's analysis on a chip (its mesh laid on a slice by `slice_for`) or on a
+    given `Slice`. `compute_s` overrides the compute estimate (e.g. with a measured time, as
+    the book's worked example does)."""
+    s = _slice_of(analysis, on)
+    flops = sum(f for _, f in analysis.dot_flops) if analysis.dot_flops is not None else (analysis.flops or 0.0)
+    mm = matmul_seconds(analysis, s.chip)
+    mem = hbm_bytes(analysis) / s.chip.hbm_bytes_per_s
     if compute_s is None:
-        compute_s = max(flops / on.flops_per_s, (analysis.bytes_accessed or 0.0) / on.hbm_bytes_per_s)
-    return Estimate(on.name, flops, compute_s, communication_seconds(analysis, on), analysis.total_bytes)
+        compute_s = max(mm, mem)
+    comm_s, sent, link = communication(analysis, s)
+    known = all(c.count is not None for c in analysis.collectives)
+    return Estimate(s.chip.name, flops, compute_s, comm_s, sent if known else None, link, mm, mem, s.describe())
 
 
 def pipelined_seconds(compute_s: float, comm_s: float, steps: int) -> float:
@@ -135,28 +438,69 @@ def pipelined_seconds(compute_s: float, comm_s: float, steps: int) -> float:
     return (steps - 1) * max(compute_s / steps, comm_s / (steps - 1)) + compute_s / steps
 
 
+# ---------------------------------------------------------------------------------------
+# Tables
+
+
 def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f}"
 
 
-def comparison_table(programs: dict[str, ProgramAnalysis], on: Chip | str = "TPU v5e",
+def _mb(n: float | None) -> str:
+    return "?" if n is None else f"{n / 1e6:,.2f}"
+
+
+def _listed(analysis: ProgramAnalysis) -> str:
+    kinds: dict[str, int] = {}
+    for c in analysis.collectives:
+        label = c.priced_kind + ("*" if c.accelerator_kind else "")
+        kinds[label] = kinds.get(label, 0) + (c.count or 1)
+    return ", ".join(f"{k} x{v}" for k, v in kinds.items()) or "none"
+
+
+def comparison_table(programs: dict[str, ProgramAnalysis], on: Chip | Slice | str = "TPU v5e",
                      title: str | None = None) -> Table:
-    """Side by side: collectives, bytes and estimated times of several programs on one chip."""
-    on = chip(on) if isinstance(on, str) else on
-    table = Table(title=title or f"estimated on {on.name} (an estimate from the book's model, not a measurement)",
+    """Side by side: collectives, bytes and estimated times of several programs on one slice."""
+    first = next(iter(programs.values()), None)
+    s = _slice_of(first, on) if first is not None else (on if isinstance(on, Slice) else Slice(chip(on), ()))
+    table = Table(title=title or f"estimated on {s.chip.name} (an estimate from the book's model, not a measurement)",
                   box=box.SIMPLE_HEAVY, title_justify="left")
-    for col in ("program", "collectives", "bytes sent / device", "compute (us)", "comm (us)",
-                "serialized (us)", "overlapped (us)"):
+    for col in ("program", "collectives", "MB sent/device", "MB busiest link", "compute us", "comm us",
+                "serialized us", "overlapped us"):
         table.add_column(col, justify="left" if col in ("program", "collectives") else "right")
+    notes = []
     for name, analysis in programs.items():
-        e = estimate(analysis, on)
-        kinds: dict[str, int] = {}
+        e = estimate(analysis, s if isinstance(on, Slice) else s.chip)
+        table.add_row(name, _listed(analysis), _mb(e.comm_bytes), _mb(e.link_bytes), _us(e.compute_s),
+                      _us(e.comm_s), _us(e.serialized_s), _us(e.overlapped_s))
         for c in analysis.collectives:
-            kinds[c.kind] = kinds.get(c.kind, 0) + (c.count or 1)
-        listed = ", ".join(f"{k} x{v}" for k, v in kinds.items()) or "none"
-        sent = "?" if e.comm_bytes is None else f"{e.comm_bytes:,}"
-        table.add_row(name, listed, sent, _us(e.compute_s), _us(e.comm_s),
-                      _us(e.serialized_s), _us(e.overlapped_s))
-    table.caption = f"{on.name}: {on.flops_per_s:.3g} FLOP/s, HBM {on.hbm_bytes_per_s:.3g} B/s, " \
-                    f"link {on.link_bytes_per_s:.3g} B/s one way ({on.source})"
+            note = price(c, s).note
+            if note and f"{name}: {note}" not in notes:
+                notes.append(f"{name}: {note}")
+    c = s.chip
+    table.caption = "\n".join([
+        s.describe(),
+        f"{c.name}: bf16 {c.flops_per_s:.3g} FLOP/s, f32 {c.peak('f32'):.3g}, int32 {c.peak('s32'):.3g}; "
+        f"HBM {c.hbm_bytes_per_s:.3g} B/s; link {c.link_bytes_per_s:.3g} B/s one way ({c.source})",
+        "collectives as an accelerator runs them; compute = max(matmul FLOPs / peak for their dtype, "
+        "the program's HBM bytes / HBM bandwidth); comm = bytes on the busiest link direction / link bandwidth",
+        *[("* " if "dynamic-slice" in n else "") + n for n in notes],
+    ])
+    return table
+
+
+def collective_table(analysis: ProgramAnalysis, on: Chip | Slice | str = "TPU v5e", title: str | None = None) -> Table:
+    """Each collective of a program with its price: bytes each device sends, bytes on the
+    busiest link direction, time per run and in all."""
+    s = _slice_of(analysis, on)
+    table = Table(title=title or f"each collective on {s.name} (estimate)", box=box.SIMPLE_HEAVY, title_justify="left")
+    for col in ("collective", "links", "per device", "runs", "bytes sent/device", "bytes busiest link",
+                "us per run", "us in all"):
+        table.add_column(col, justify="left" if col in ("collective", "links", "per device") else "right")
+    for c in analysis.collectives:
+        p = price(c, s)
+        table.add_row(p.kind + ("*" if c.accelerator_kind else ""), p.topology, c.shape,
+                      "?" if c.count is None else str(c.count), f"{p.sent_bytes:,.0f}", f"{p.link_bytes:,.0f}",
+                      _us(p.seconds), "?" if c.count is None else _us(p.seconds * c.count))
+    table.caption = s.describe()
     return table

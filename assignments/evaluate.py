@@ -5,6 +5,7 @@ both end here, so a student sees exactly the verdicts the graders will apply.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import jax
@@ -93,17 +94,78 @@ def _sharding_text(sharding, ndim: int) -> str:
     return str(spec) if spec is not None else str(sharding)
 
 
+RTOL = 1e-5
+"""Per-element relative tolerance: float32 arithmetic is good to ~1e-7, while a bfloat16
+round trip (8 bits of mantissa) is off by ~2e-3 on almost every random float."""
+ATOL = 1e-5
+"""Absolute tolerance, times the result's RMS (at least 1): for elements near zero, where a
+relative error means nothing. Not the largest element, which would hide small ones."""
+
+
 def _compare_values(got: np.ndarray, want: np.ndarray) -> str | None:
     if np.isnan(got).any() and not np.isnan(want).any():
         return f"values wrong: the result has {int(np.isnan(got).sum())} NaN element(s)"
-    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    want = np.asarray(want, dtype=np.float64)
+    rms = float(np.sqrt(np.mean(want ** 2))) if want.size else 0.0
+    allowed = RTOL * np.abs(want) + ATOL * max(1.0, rms)
     err = np.abs(got.astype(np.float64) - want)
-    if not np.all(err <= 1e-5 * scale + 1e-5 * np.abs(want)):
-        worst = np.unravel_index(int(np.nanargmax(err)), err.shape) if err.size else ()
-        wrong = int((err > 1e-5 * scale + 1e-5 * np.abs(want)).sum())
-        return (f"values wrong: {wrong} of {err.size} elements differ from the reference "
-                f"(largest error {float(np.nanmax(err)):.3g} at index {tuple(map(int, worst))})")
+    bad = ~(err <= allowed)
+    if bad.any():
+        worst = np.unravel_index(int(np.nanargmax(np.where(bad, err / allowed, 0))), err.shape) if err.ndim else ()
+        i = tuple(map(int, worst))
+        return (f"values wrong: {int(bad.sum())} of {err.size} elements differ from the reference "
+                f"(worst at index {i}: got {float(got[i]):.7g}, expected {float(want[i]):.7g}, "
+                f"allowed error {float(allowed[i]):.2g})")
     return None
+
+
+def _matches(got, want) -> bool:
+    """Does a result (array or pytree) equal `want` within the tolerances?"""
+    got, want = jax.tree.leaves(got), jax.tree.leaves(want)
+    return len(got) == len(want) and all(
+        np.shape(g) == np.shape(w) and _compare_values(np.asarray(g), np.asarray(w, dtype=np.float64)) is None
+        for g, w in zip(got, want))
+
+
+def _hint(part: Part, out, arrays, case: Case) -> str:
+    """`part.values_hint`, when it applies: always, or (with `part.hint_when`, the reference
+    of the mistake it names) only when the result is exactly that mistake's."""
+    if not part.values_hint:
+        return ""
+    if part.hint_when is not None:
+        mistake = part.hint_when(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
+        if not _matches(out, mistake):
+            return ""
+    return part.values_hint
+
+
+def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis:
+    """Fill in the run counts the compiled program cannot tell (a collective in a
+    `while_loop` whose trip count depends on the data): run once more under JAX's profiler,
+    which records every collective each device executes, by instruction name. Counts stay
+    unknown (None) if the profiler is unavailable or recorded none of them."""
+    unknown = {c.name for c in analysis.collectives if c.count is None}
+    if not unknown:
+        return analysis
+    try:
+        from jax._src import profiler
+        from jax._src.lib import _profiler
+
+        session = _profiler.ProfilerSession()
+        try:
+            jax.block_until_ready(compiled(*args))
+        finally:
+            space = profiler.ProfileData.from_serialized_xspace(session.stop())
+        runs = collections.Counter(event.name for plane in space.planes for line in plane.lines
+                                   for event in line.events if event.name in unknown)
+    except Exception:  # no profiler here: the counts stay unknown
+        return analysis
+    if not runs:
+        return analysis
+    per_device = max(analysis.num_devices, 1)
+    return dataclasses.replace(analysis, collectives=tuple(
+        c if c.count is not None else dataclasses.replace(c, count=round(runs[c.name] / per_device))
+        for c in analysis.collectives))
 
 
 def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: str,
@@ -119,20 +181,23 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
     # trace in the program: the style can only be judged on larger meshes.
     if part.style == "shard_map" and np.prod(case.mesh) > 1 and not uses_shard_map(stablehlo_text):
         rule_problems.append(f"{part.name} must be written with jax.shard_map, but the program has none.")
-    rule_problems += part.rule.violations(analysis, case)
 
     values_ok = False
     try:
-        out = compiled(*place(arrays, part, mesh))
+        args = place(arrays, part, mesh)
+        out = jax.block_until_ready(compiled(*args))  # finished before count_when_run profiles a run
     except Exception as e:  # a runtime failure inside the compiled program
         problems.append(f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        rule_problems += part.rule.violations(analysis, case, arrays)
         return CaseResult(case, False, not rule_problems, problems + rule_problems, analysis)
+    analysis = count_when_run(compiled, args, analysis)
+    rule_problems += part.rule.violations(analysis, case, arrays)
 
     reference = part.reference(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
     if isinstance(part.result, Tree):
         problems += _tree_problems(out, part.result, reference, mesh, case)
-        if part.values_hint and any("values wrong" in p for p in problems):
-            problems.append(part.values_hint)
+        if any("values wrong" in p for p in problems) and (hint := _hint(part, out, arrays, case)):
+            problems.append(hint)
         values_ok = not problems
         return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
@@ -148,12 +213,22 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
         if not out.sharding.is_equivalent_to(want_sharding, out.ndim):
             problems.append(
                 f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
-                f"{part.result.partition_spec} (add out_shardings to jax.jit, or fix out_specs)")
+                f"{part.result.partition_spec} ({_sharding_fix(part)})")
         wrong = _compare_values(np.asarray(out), np.asarray(reference))
         if wrong:
-            problems.append(wrong + (f". {part.values_hint}" if part.values_hint else ""))
+            hint = _hint(part, np.asarray(out), arrays, case)
+            problems.append(wrong + (f". {hint}" if hint else ""))
         values_ok = not problems
     return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
+
+
+def _sharding_fix(part: Part) -> str:
+    """What sets a result's sharding: on an Explicit mesh the sharding is part of the type,
+    set on the operation that makes the value; on an Auto mesh, jax.jit or shard_map sets it."""
+    if part.axis_types == "explicit":
+        return ("on an Explicit mesh the sharding is part of the type: pass out_sharding= to the "
+                "operation that makes the result, e.g. jnp.matmul(x, w, out_sharding=P('X', 'Y'))")
+    return "add out_shardings to jax.jit, or fix out_specs"
 
 
 def _as_float64(value):
@@ -190,11 +265,13 @@ def _tree_problems(out, result: Tree, reference, mesh, case: Case) -> list[str]:
     return problems
 
 
-def evaluate_eager_report(part: Part, case: Case, mesh, report: dict) -> CaseResult:
+def evaluate_eager_report(part: Part, case: Case, mesh, report: dict, arrays: list) -> CaseResult:
     """Judge an eagerly called function from what the submission's process reported.
 
-    Only for parts the contract grades eagerly (e.g. placing a concrete array): the result
-    exists only in that process, so its description is all there is to judge.
+    Only for parts the contract grades eagerly (placing a concrete array): the result exists
+    only in that process, so the report carries every shard's device, index and data, and
+    each is checked against where the contract's sharding puts that slice of the hidden
+    input. A report can only pass by holding exactly what a right answer places where.
     """
     problems: list[str] = []
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
@@ -202,17 +279,28 @@ def evaluate_eager_report(part: Part, case: Case, mesh, report: dict) -> CaseRes
         problems.append(f"returned a {report.get('type')}; expected a jax.Array {part.result.describe(case)}")
     elif tuple(report["shape"]) != want_shape:
         problems.append(f"wrong shape: got {tuple(report['shape'])}, expected {want_shape}")
-    elif np.dtype(report["dtype"]) != want_dtype:
+    elif report["dtype"] != want_dtype.name:
         problems.append(f"wrong dtype: got {report['dtype']}, expected {want_dtype}")
     else:
-        want = NamedSharding(mesh, part.result.partition_spec)
-        spec = report.get("spec")
-        got = None if spec is None else NamedSharding(
-            mesh, P(*[tuple(e) if isinstance(e, list) else e for e in spec]))
-        if got is None or not got.is_equivalent_to(want, len(want_shape)):
-            problems.append(f"wrong sharding: got {report.get('sharding')}, expected "
-                            f"{part.result.partition_spec} on the given mesh")
-        if not report.get("equal_to_input"):
-            problems.append("values wrong: the result's values differ from the input's")
+        problems += _shard_problems(part, mesh, report, np.asarray(arrays[0]))
     ok = not problems
     return CaseResult(case, ok, ok, problems)
+
+
+def _shard_problems(part: Part, mesh, report: dict, source: np.ndarray) -> list[str]:
+    """Compare reported shards with the contract's placement of `source` on `mesh`."""
+    shape = source.shape
+    want = NamedSharding(mesh, part.result.partition_spec).devices_indices_map(shape)
+    want = {d.id: [[s.start or 0, s.stop if s.stop is not None else n] for s, n in zip(index, shape)]
+            for d, index in want.items()}
+    got = {shard["device"]: shard for shard in report.get("shards", [])}
+    if set(got) != set(want) or any(got[d]["index"] != want[d] for d in want):
+        return [f"wrong sharding: got {report.get('sharding')}, expected "
+                f"{part.result.partition_spec} on the given mesh (each device holds its own block)"]
+    for device, index in want.items():
+        block = source[tuple(slice(a, b) for a, b in index)]
+        data = got[device]["data"]
+        if data.shape != block.shape or data.dtype != block.dtype or not np.array_equal(data, block):
+            return [f"values wrong: the block on device {device} differs from the input's "
+                    f"(placing an array must not change its values or dtype)"]
+    return []

@@ -1,14 +1,12 @@
 """The grading child process: run a submission, export each graded function as an artifact.
 
-Started by the graders as a separate process (never imported by them). It executes the
-student's notebook or module, then for each requested case traces the function with
-abstract inputs (`jax.ShapeDtypeStruct` carrying the sharding) and serializes it with
-`jax.export`. It never sees hidden input values, and `graders`/`solutions` cannot be
-imported here. Progress goes to the parent as one JSON object per line on stdout (the protocol of
-`graders.sandbox.run_worker`), so a parent that has to kill this process loses nothing
-already done.
-
-Usage: python -m assignments.export_worker REQUEST.json
+Started by the graders in their sandbox (`graders.sandbox`), never imported by them. It
+reads its request (the submission's text and the cases) on stdin, executes the student's
+notebook or module, then for each requested case traces the function with abstract inputs
+(`jax.ShapeDtypeStruct` carrying the sharding) and serializes it with `jax.export`. It never
+sees hidden input values (except the inputs of a part graded eagerly, which it must call).
+Each result goes to the parent as one JSON line on stdout (`assignments.protocol`), artifact
+bytes included, so a parent that has to kill this process loses nothing already done.
 """
 from __future__ import annotations
 
@@ -84,44 +82,42 @@ def code_cells(notebook: dict) -> list[tuple[int, str]]:
     """
     cells = []
     for number, cell in enumerate(notebook.get("cells", []), start=1):
-        if cell.get("cell_type") != "code":
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = cell.get("metadata", {})
+        meta = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
+        meta = meta if isinstance(meta, dict) else {}
         if meta.get("grade") and not meta.get("solution"):
             continue
         if meta.get("locked") and not str(meta.get("grade_id", "")).startswith("setup"):
             continue  # the instructor's worked examples: graded functions may not rely on them
         source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
+        source = "".join(map(str, source)) if isinstance(source, list) else str(source)
         source = "\n".join("# " + line if _MAGIC.match(line) else line for line in source.splitlines())
         cells.append((number, source))
     return cells
 
 
-def load_submission(path: str, cell_timeout: float) -> tuple[dict, list[str]]:
-    """Execute a submission; return its namespace and the problems met on the way."""
+def load_submission(name: str, text: str, cell_timeout: float,
+                    after_cell=lambda: None) -> tuple[dict, list[str]]:
+    """Execute a submission (`text` of the file called `name`); return its namespace and the
+    problems met on the way. `after_cell()` is called after each cell (progress)."""
     namespace: dict = {"__name__": "submission"}
     problems: list[str] = []
-    if path.endswith(".ipynb"):
+    if name.endswith(".ipynb"):
         try:
-            with open(path, encoding="utf-8") as f:
-                notebook = json.load(f)
-            if not isinstance(notebook, dict) or "cells" not in notebook:
+            notebook = json.loads(text)
+            if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
                 raise ValueError("it has no 'cells' list")
-        except OSError as e:
-            raise SubmissionUnreadable(f"the submission file could not be read ({e})") from None
-        except (ValueError, UnicodeDecodeError) as e:
+            chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook)]
+        except (ValueError, TypeError, AttributeError) as e:
             raise SubmissionUnreadable(
-                f"the notebook file is not a valid notebook ({e}); open it in JupyterLab, "
-                f"save it again and resubmit") from None
-        chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook)]
+                f"the notebook file is not a valid notebook ({str(e)[:200]}); open it in "
+                f"JupyterLab, save it again and resubmit") from None
     else:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                chunks = [("<submission>", f.read())]
-        except OSError as e:
-            raise SubmissionUnreadable(f"the submission file could not be read ({e})") from None
+        chunks = [("<submission>", text)]
     for filename, source in chunks:
+        after_cell()
         # Let tracebacks quote the submission's own lines.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         try:
@@ -195,24 +191,27 @@ class Exporter:
         spec = self.spec(*[tuple(e) if isinstance(e, list) else e for e in arg["spec"]])
         return self.sds(tuple(arg["shape"]), arg["dtype"], sharding=self.named(mesh, spec))
 
-    def eager_report(self, fn, case: dict) -> dict:
-        """Call `fn` eagerly on single-device arrays and describe what it returned."""
+    def eager_report(self, fn, case: dict, inputs: list) -> dict:
+        """Call `fn` eagerly on single-device copies of `inputs` and describe what it
+        returned: shape, dtype, and each shard's device, index and data. The judge checks
+        the shards against the hidden input, so a forged report must contain exactly what a
+        right answer places where: it gains nothing over writing the function."""
         import jax
         import numpy as np
 
         mesh = self.mesh(case)
-        inputs = [np.arange(int(np.prod(a["shape"])), dtype=a["dtype"]).reshape(a["shape"])
-                  for a in case["args"]]
-        out = fn(*[jax.device_put(x, jax.devices()[0]) for x in inputs], mesh=mesh, **case["statics"])
+        out = fn(*[jax.device_put(np.asarray(x), jax.devices()[0]) for x in inputs],
+                 mesh=mesh, **case["statics"])
         if not isinstance(out, jax.Array):
             return {"type": type(out).__name__}
-        sharding = out.sharding
-        spec = None
-        if isinstance(sharding, self.named) and sharding.mesh.shape_tuple == mesh.shape_tuple:
-            spec = [list(e) if isinstance(e, tuple) else e for e in sharding.spec]
-        return {"type": "Array", "shape": list(out.shape), "dtype": str(out.dtype), "spec": spec,
-                "sharding": str(sharding),
-                "equal_to_input": bool(np.array_equal(np.asarray(out), inputs[0]))}
+        shards = []
+        for shard in out.addressable_shards[:64]:
+            index = [[s.start or 0, s.stop if s.stop is not None else n]
+                     for s, n in zip(shard.index, out.shape)]
+            shards.append({"device": shard.device.id, "index": index,
+                           "data": np.asarray(shard.data)})
+        return {"type": "Array", "shape": list(out.shape), "dtype": str(out.dtype),
+                "sharding": str(out.sharding)[:300], "shards": shards}
 
     def __call__(self, fn, case: dict) -> bytes:
         mesh = self.mesh(case)
@@ -238,19 +237,79 @@ def event_channel(silence: tuple[int, ...]):
     return emit
 
 
-def main(request_path: str) -> int:
-    with open(request_path) as f:
-        request = json.load(f)
-    out_dir = request["out_dir"]
+def _not_implemented_message(exc: NotImplementedError, part: dict) -> str:
+    """The student's own `raise NotImplementedError()` means an unfinished function; one
+    raised by JAX (e.g. `jax.export` refusing a host callback) is a different fault."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and frames[-1].filename.startswith(("<cell", "<submission")):
+        return "not implemented (the function raises NotImplementedError)"
+    return (f"jax.export could not serialize {part['name']}: {describe_exception(exc)}. Graded "
+            f"functions must be pure JAX: host callbacks (jax.pure_callback, io_callback, "
+            f"jax.debug.print) cannot be exported; remove them")
+
+
+MAX_STRIKES = 2
+"""Timeouts of one function after which its remaining cases are not traced."""
+
+
+def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float) -> dict:
+    """Trace and export (or, for an eager part, call) one case; the event's fields."""
+    try:
+        with time_limit(timeout):
+            if part.get("eager"):
+                from .protocol import decode_tree
+
+                from .protocol import encode_array
+
+                report = export_case.eager_report(fn, case, [decode_tree(x) for x in case["inputs"]])
+                for shard in report.get("shards", []):
+                    shard["data"] = encode_array(shard["data"])
+                return {"status": "ok", "report": report}
+            from .protocol import encode_bytes
+
+            return {"status": "ok", "artifact": encode_bytes(export_case(fn, case))}
+    except NotImplementedError as e:
+        return {"status": "error", "message": _not_implemented_message(e, part)}
+    except CaseTimeout as e:
+        return {"status": "error", "timed_out": True,
+                "message": f"tracing {part['name']} {e}: an infinite loop, or Python work that "
+                           f"grows with the input? Keep loops over array values in JAX"}
+    except BaseException as e:
+        return {"status": "error", "message": f"raised while tracing: {describe_exception(e)}"}
+
+
+def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, timeout: float,
+                emit) -> None:
+    """Every requested case of one graded function."""
+    fn = namespace.get(part["name"])
+    problem = None
+    if fn is None or not callable(fn):
+        why = "is not callable" if fn is not None else "was not defined"
+        problem = f"function {part['name']} {why}; define it as {part['signature']}"
+    else:
+        problem = signature_problem(fn, part)
+    timeouts = 0
+    for case in part["cases"]:
+        if case["id"] in done:
+            continue
+        if problem or timeouts >= MAX_STRIKES:
+            message = problem or (f"not traced: {MAX_STRIKES} earlier cases of {part['name']} "
+                                  f"timed out")
+            emit(event="case", id=case["id"], status="error", message=message)
+            continue
+        emit(event="start", id=case["id"])
+        fields = export_one(export_case, fn, part, case, timeout)
+        timeouts += bool(fields.get("timed_out"))
+        emit(event="case", id=case["id"], **fields)
+
+
+def main() -> int:
+    from .protocol import read_request
+
+    request = read_request(sys.stdin.read(), "export")
     # Events go to the parent on the original stdout; everything else written to fd 1 or 2
     # (student prints, C-level output) goes nowhere.
     emit = event_channel(silence=(1, 2))
-
-    import resource
-
-    limit = request["memory_bytes"]
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     sys.meta_path.insert(0, _BlockHiddenModules())
     for name in BLOCKED_MODULES:
         sys.modules.pop(name, None)
@@ -265,64 +324,24 @@ def main(request_path: str) -> int:
     # Python-level output too (student code may hold sys.stdout).
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
-            namespace, problems = load_submission(request["submission"], request["cell_timeout"])
+            namespace, problems = load_submission(
+                request["submission_name"], request["submission_text"], request["cell_timeout"],
+                after_cell=lambda: emit(event="progress"))
         except SubmissionUnreadable as e:
             emit(event="loaded", problems=[str(e)], run_submission_s=0.0)
             for part in request["parts"]:
                 for case in part["cases"]:
                     emit(event="case", id=case["id"], status="error", message=str(e))
-            emit(event="finished", export_s=0.0)
+            emit(event="finished", timings={})
             return 0
         loaded = time.perf_counter()
         emit(event="loaded", problems=problems, run_submission_s=loaded - jax_ready)
         done = set(request.get("skip", []))
         for part in request["parts"]:
-            fn = namespace.get(part["name"])
-            if fn is None or not callable(fn):
-                why = ("is not callable" if fn is not None else "was not defined")
-                for case in part["cases"]:
-                    if case["id"] not in done:
-                        emit(event="case", id=case["id"], status="error",
-                             message=f"function {part['name']} {why}; define it as "
-                                     f"{part['signature']}")
-                continue
-            bad_signature = signature_problem(fn, part)
-            for case in part["cases"]:
-                if case["id"] in done:
-                    continue
-                if bad_signature:
-                    emit(event="case", id=case["id"], status="error", message=bad_signature)
-                    continue
-                emit(event="start", id=case["id"])
-                try:
-                    with time_limit(request["case_timeout"]):
-                        if part.get("eager"):
-                            report = export_case.eager_report(fn, case)
-                        else:
-                            blob = export_case(fn, case)
-                except NotImplementedError:
-                    emit(event="case", id=case["id"], status="error",
-                         message="not implemented (the function raises NotImplementedError)")
-                    continue
-                except CaseTimeout as e:
-                    emit(event="case", id=case["id"], status="error",
-                         message=f"tracing {part['name']} {e}: an infinite loop, or Python work "
-                                 f"that grows with the input? Keep loops over array values in JAX")
-                    continue
-                except BaseException as e:
-                    emit(event="case", id=case["id"], status="error",
-                         message=f"raised while tracing: {describe_exception(e)}")
-                    continue
-                if part.get("eager"):
-                    emit(event="case", id=case["id"], status="ok", report=report)
-                    continue
-                path = os.path.join(out_dir, f"{case['id']}.jaxexport")
-                with open(path, "wb") as f:
-                    f.write(blob)
-                emit(event="case", id=case["id"], status="ok", file=path)
-    emit(event="finished", export_s=time.perf_counter() - loaded)
+            export_part(export_case, namespace, part, done, request["case_timeout"], emit)
+    emit(event="finished", timings={"export: trace and export": time.perf_counter() - loaded})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main())

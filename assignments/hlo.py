@@ -71,6 +71,15 @@ class Collective:
     """collective-permute only: the distinct ring offsets (target - source) along its axis."""
     name: str = ""
     """The instruction's name in the HLO text, to find it there."""
+    accelerator_kind: str = ""
+    """What a GPU or TPU would run in its place, when the CPU compiler wrote it another way
+    (e.g. ``reduce-scatter`` for an all-reduce whose result only feeds a dynamic-slice of one
+    device's share, XLA:CPU's lowering of a reduce-scatter); empty when the same."""
+
+    @property
+    def priced_kind(self) -> str:
+        """The collective an accelerator runs: `accelerator_kind` if set, else `kind`."""
+        return self.accelerator_kind or self.kind
 
     @property
     def elements(self) -> int:
@@ -136,7 +145,18 @@ class ProgramAnalysis:
     flops: float | None = None
     """FLOPs per device, from XLA's cost analysis (None if the backend does not say)."""
     bytes_accessed: float | None = None
-    """Memory traffic per device in bytes, from XLA's cost analysis."""
+    """Memory traffic per device in bytes, from XLA's cost analysis (of the CPU program)."""
+    argument_bytes: int | None = None
+    """Bytes of the program's inputs per device."""
+    output_bytes: int | None = None
+    """Bytes of the program's outputs per device."""
+    dot_flops: tuple[tuple[str, float], ...] | None = None
+    """Matmul FLOPs per device by operand dtype, ((dtype, FLOPs), ...), read from the program's
+    dot instructions (2 x output elements x contracted size, loop trip counts multiplied in)."""
+    mesh_shape: tuple[int, ...] = ()
+    """The mesh's shape (empty when not known)."""
+    axis_names: tuple[str, ...] = ()
+    """The mesh's axis names, in the order of `mesh_shape`."""
 
     def __repr__(self) -> str:
         total = self.total_bytes
@@ -161,6 +181,10 @@ class ProgramAnalysis:
                                        v["opcode"]) for v in data["largest_values"]),
             temp_bytes=data["temp_bytes"], num_devices=data["num_devices"],
             flops=data.get("flops"), bytes_accessed=data.get("bytes_accessed"),
+            argument_bytes=data.get("argument_bytes"), output_bytes=data.get("output_bytes"),
+            dot_flops=(None if data.get("dot_flops") is None
+                       else tuple((str(d), float(f)) for d, f in data["dot_flops"])),
+            mesh_shape=tuple(data.get("mesh_shape", ())), axis_names=tuple(data.get("axis_names", ())),
         )
 
     def of_kind(self, *kinds: str) -> list[Collective]:
@@ -362,11 +386,86 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                 group_size = len(groups[0])
             if group_size <= 1:
                 continue  # every device alone in its group: nothing moves (e.g. psum over a size-1 axis)
+            accelerator_kind = ""
+            if kind == "all-reduce" and _feeds_only_a_share(inst, insts, computations, group_size):
+                accelerator_kind = "reduce-scatter"
             found.append(Collective(
                 kind=kind, axes=axes, operands=operands, results=results,
                 count=mult.get(comp, 1), group_size=group_size, shifts=shifts, name=inst.name,
+                accelerator_kind=accelerator_kind,
             ))
     return found
+
+
+def _feeds_only_a_share(inst: _Instruction, insts, computations, group_size: int) -> bool:
+    """Whether every user of an all-reduce takes a dynamic-slice of 1/group_size of it (directly
+    or in a fusion): XLA:CPU's form of a reduce-scatter, which accelerators run as one."""
+    if len(inst.shapes) != 1:
+        return False
+    whole = inst.shapes[0].elements
+    done = inst.name
+    if inst.opcode == "all-reduce-start":  # the -done instruction carries the result
+        done = next((i.name for i in insts if i.opcode == "all-reduce-done" and inst.name in i.operands), None)
+        if done is None:
+            return False
+    users = [i for i in insts if done in i.operands]
+    if not users:
+        return False
+    for user in users:
+        if len(user.shapes) != 1 or user.shapes[0].elements * group_size != whole:
+            return False
+        if user.opcode == "dynamic-slice":
+            continue
+        called = [c for k, c in _CALLS.findall(user.attrs) if k == "calls"]
+        if user.opcode == "fusion" and called and any(
+                i.opcode == "dynamic-slice" for i in computations.get(called[0], ())):
+            continue
+        return False
+    return True
+
+
+_CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,\s]*)\}")
+
+
+def dot_flops_from_text(text: str) -> tuple[tuple[str, float], ...]:
+    """Matmul FLOPs per device by operand dtype: 2 x output elements x contracted size for
+    every dot (inside fusions too), times how often its computation runs (a loop whose trip
+    count is unknown counts once)."""
+    computations, entry = _parse_module(text)
+    mult, _ = _multipliers(computations, entry)
+    flops: dict[str, float] = defaultdict(float)
+    for comp, insts in computations.items():
+        by_name = {i.name: i for i in insts}
+        for inst in insts:
+            if inst.opcode != "dot" or len(inst.shapes) != 1:
+                continue
+            if inst.inline_shapes:
+                lhs = inst.inline_shapes[0]
+            elif inst.operands and inst.operands[0] in by_name and by_name[inst.operands[0]].shapes:
+                lhs = by_name[inst.operands[0]].shapes[0]
+            else:
+                continue
+            m = _CONTRACTING.search(inst.attrs)
+            dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
+            contracted = int(np.prod([lhs.dims[d] for d in dims if d < len(lhs.dims)], dtype=np.int64)) if dims else 1
+            runs = mult.get(comp)
+            flops[lhs.dtype] += 2.0 * inst.shapes[0].elements * contracted * (1 if runs is None else runs)
+    return tuple(sorted(flops.items()))
+
+
+def _entry_io_bytes(text: str) -> tuple[int | None, int | None]:
+    """Bytes of the entry computation's parameters and of its result."""
+    computations, entry = _parse_module(text)
+    insts = computations.get(entry, [])
+    if not insts:
+        return None, None
+    args = sum(s.bytes for i in insts if i.opcode == "parameter" for s in i.shapes)
+    root = insts[-1]
+    for line in text.splitlines():
+        m = re.match(r"^\s*ROOT\s+%?([\w.\-]+)", line)
+        if m and any(i.name == m.group(1) for i in insts):
+            root = next(i for i in insts if i.name == m.group(1))
+    return args, sum(s.bytes for s in root.shapes)
 
 
 def values_from_text(text: str, top: int = 10) -> list[Value]:
@@ -387,7 +486,12 @@ def values_from_text(text: str, top: int = 10) -> list[Value]:
 
 
 def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = None,
-                 flops: float | None = None, bytes_accessed: float | None = None) -> ProgramAnalysis:
+                 flops: float | None = None, bytes_accessed: float | None = None,
+                 argument_bytes: int | None = None, output_bytes: int | None = None) -> ProgramAnalysis:
+    if argument_bytes is None or output_bytes is None:
+        args, outs = _entry_io_bytes(text)
+        argument_bytes = args if argument_bytes is None else argument_bytes
+        output_bytes = outs if output_bytes is None else output_bytes
     return ProgramAnalysis(
         collectives=tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names))),
         largest_values=tuple(values_from_text(text)),
@@ -395,15 +499,22 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
         num_devices=int(np.prod(mesh_shape)),
         flops=flops,
         bytes_accessed=bytes_accessed,
+        argument_bytes=argument_bytes,
+        output_bytes=output_bytes,
+        dot_flops=dot_flops_from_text(text),
+        mesh_shape=tuple(int(n) for n in mesh_shape),
+        axis_names=tuple(axis_names),
     )
 
 
 def analyze(compiled, mesh) -> ProgramAnalysis:
     """Analyze a `jax.stages.Compiled` program that runs on `mesh`."""
     try:
-        temp = int(compiled.memory_analysis().temp_size_in_bytes)
+        memory = compiled.memory_analysis()
+        temp = int(memory.temp_size_in_bytes)
+        argument_bytes, output_bytes = int(memory.argument_size_in_bytes), int(memory.output_size_in_bytes)
     except Exception:  # some backends report no memory statistics
-        temp = None
+        temp = argument_bytes = output_bytes = None
     try:
         costs = compiled.cost_analysis()
         costs = costs[0] if isinstance(costs, (list, tuple)) else costs
@@ -411,5 +522,6 @@ def analyze(compiled, mesh) -> ProgramAnalysis:
     except Exception:  # no cost analysis on this backend
         flops = accessed = None
     return analyze_text(
-        compiled.as_text(), tuple(mesh.devices.shape), tuple(mesh.axis_names), temp, flops, accessed
+        compiled.as_text(), tuple(mesh.devices.shape), tuple(mesh.axis_names), temp, flops, accessed,
+        argument_bytes, output_bytes,
     )

@@ -1,7 +1,8 @@
 """Communication rules: what a graded function's compiled program may communicate.
 
-A rule looks at the `ProgramAnalysis` of one compiled case and lists what breaks it,
-each message naming what was observed against what is allowed. Rules compose with
+A rule looks at the `ProgramAnalysis` of one compiled case (and, for rules that depend on
+the data, such as a routing, the case's input arrays) and lists what breaks it, each message
+naming what was observed against what is allowed. Rules compose with
 `AllOf`; sizes are numbers or functions of the case's sizes (a dict with the problem's
 sizes plus ``nX`` and ``nY``), e.g. ``lambda s: s["B"] // s["nX"] * s["D"] // s["nY"]``.
 """
@@ -42,7 +43,7 @@ class NoCommunication:
     def describe(self) -> str:
         return "no communication"
 
-    def violations(self, analysis: ProgramAnalysis, case) -> list[str]:
+    def violations(self, analysis: ProgramAnalysis, case, inputs=()) -> list[str]:
         if not analysis.collectives:
             return []
         hint = f". {self.why}" if self.why else ""
@@ -56,7 +57,7 @@ class AnyCommunication:
     def describe(self) -> str:
         return "any (reported, not judged)"
 
-    def violations(self, analysis: ProgramAnalysis, case) -> list[str]:
+    def violations(self, analysis: ProgramAnalysis, case, inputs=()) -> list[str]:
         return []
 
 
@@ -70,7 +71,7 @@ class OnlyKinds:
     def describe(self) -> str:
         return f"only {', '.join(self.kinds)}"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         bad = [c for c in analysis.collectives if c.kind not in self.kinds]
         if not bad:
             return []
@@ -85,13 +86,17 @@ class Forbid:
     kind: str
     axes: tuple[str, ...] | None = None
     why: str = ""
+    dtypes: tuple[str, ...] | None = None
+    """Only collectives of these element types (HLO prefixes: ``("f", "bf")`` for floats),
+    so that two `Forbid`s can say different things about, say, tokens and integer ids."""
 
     def describe(self) -> str:
         over = f" over {'/'.join(self.axes)}" if self.axes else ""
         return f"no {self.kind}{over}"
 
-    def violations(self, analysis, case) -> list[str]:
-        bad = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)]
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        bad = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)
+               and (self.dtypes is None or any(o.dtype.startswith(self.dtypes) for o in c.operands))]
         if not bad:
             return []
         hint = f". {self.why}" if self.why else ""
@@ -112,7 +117,7 @@ class Exactly:
         size = "" if self.elements is None else " of the stated size"
         return f"exactly the stated number of {self.kind}s{size}"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         want = _size(self.count, case)
         found = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)]
         problems = []
@@ -148,7 +153,7 @@ class MaxTotalBytes:
     def describe(self) -> str:
         return f"at most {self.what} in bytes per device"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         limit = _size(self.limit, case)
         total = analysis.total_ring_bytes if self.ring else analysis.total_bytes
         total = None if total is None else int(round(total))
@@ -173,7 +178,7 @@ class NoValueAtLeast:
     def describe(self) -> str:
         return f"no value as large as {self.what}"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         limit = _size(self.elements, case)
         big = analysis.values_at_least(limit)
         if not big:
@@ -197,17 +202,17 @@ class OnlyWhen:
     def describe(self) -> str:
         return f"{self.rule.describe()} ({self.condition})"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         if not self.applies(case.all_sizes):
             return []
         return [f"{v} (this rule applies {self.condition})"
-                for v in self.rule.violations(analysis, case)]
+                for v in self.rule.violations(analysis, case, inputs)]
 
 
 @dataclasses.dataclass(frozen=True)
 class SplitReduction:
-    """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces,
-    operands of one combined all-reduce, or any collective-permute ring), so its
+    """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces or
+    reduce-scatters, operands of one combined all-reduce, or any collective-permute ring), so its
     communication can overlap the matmuls that produce the later pieces."""
 
     axis: str
@@ -216,13 +221,15 @@ class SplitReduction:
     def describe(self) -> str:
         return f"the reduction over {self.axis} split into at least {self.pieces} pieces"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         if case.all_sizes[f"n{self.axis}"] < 2:
             return []  # nothing to reduce over a one-device axis
         reductions = [c for c in analysis.collectives if self.axis in c.axes]
         if any(c.kind == "collective-permute" for c in reductions):
             return []
-        pieces = sum(c.pieces * (c.count or 1) for c in reductions if c.kind == "all-reduce")
+        # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps).
+        pieces = sum(c.pieces * (c.count or 1) for c in reductions
+                     if c.kind in ("all-reduce", "reduce-scatter"))
         if pieces >= self.pieces:
             return []
         return [f"the reduction over {self.axis} runs as {pieces} piece(s) ({_observed(reductions)}); "
@@ -241,7 +248,7 @@ class BothDirections:
     def describe(self) -> str:
         return f"collective-permutes over {self.axis} in both ring directions"
 
-    def violations(self, analysis, case) -> list[str]:
+    def violations(self, analysis, case, inputs=()) -> list[str]:
         if case.all_sizes[f"n{self.axis}"] < 3:
             return []
         permutes = [c for c in analysis.of_kind("collective-permute") if self.axis in c.axes]
@@ -257,6 +264,34 @@ class BothDirections:
 
 
 @dataclasses.dataclass(frozen=True)
+class HalfBlocks:
+    """Every collective-permute over `axis` carries half of a [rows, cols] block, split
+    along either dimension: exactly half when that dimension is even, within one row or
+    column of half when it is odd. What a bidirectional ring sends each way per step."""
+
+    axis: str
+    rows: Callable[[dict], int]
+    cols: Callable[[dict], int]
+
+    def describe(self) -> str:
+        return f"each collective-permute over {self.axis} carries half a block"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        r, c = _size(self.rows, case), _size(self.cols, case)
+        halves = ([r * (c // 2), r * -(-c // 2)] if c >= 2 else []) + \
+                 ([(r // 2) * c, -(-r // 2) * c] if r >= 2 else [])
+        low, high = min(halves, default=r * c), max(halves, default=r * c)
+        wrong = [p for p in analysis.of_kind("collective-permute")
+                 if self.axis in p.axes and not low <= p.elements <= high]
+        if not wrong:
+            return []
+        allowed = f"{low:,}" if low == high else f"{low:,} to {high:,}"
+        return [f"collective-permute of the wrong size: {_observed(wrong)}; allowed: {allowed} "
+                f"elements each, half of a [{r}, {c}] block (within one row or column when the "
+                f"block is odd), so that both directions carry the same load"]
+
+
+@dataclasses.dataclass(frozen=True)
 class AllOf:
     """Every one of `rules` must hold."""
 
@@ -266,5 +301,5 @@ class AllOf:
     def describe(self) -> str:
         return self.text or "; ".join(r.describe() for r in self.rules)
 
-    def violations(self, analysis, case) -> list[str]:
-        return [v for r in self.rules for v in r.violations(analysis, case)]
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        return [v for r in self.rules for v in r.violations(analysis, case, inputs)]

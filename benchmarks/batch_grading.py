@@ -43,7 +43,7 @@ if cache:
 from assignments.contracts import get_assignment
 from assignments.evaluate import make_mesh, place
 from graders.harness import case_id
-from graders.hidden import HIDDEN_SEED, hidden_cases, hidden_inputs
+from graders.hidden import case_seed, hidden_cases, hidden_inputs
 spec = get_assignment({assignment!r})
 cases = hidden_cases(spec)
 t0 = time.perf_counter()
@@ -57,7 +57,7 @@ for part in spec.parts:
             continue
         exported = jax.export.deserialize(bytearray(blob))
         mesh = make_mesh(case.mesh, getattr(part, "axis_types", "auto"))
-        arrays = hidden_inputs(spec, part, case, HIDDEN_SEED + i)
+        arrays = hidden_inputs(spec, part, case, case_seed(spec.name, part.name, i))
         jax.jit(exported.call).lower(*place(arrays, part, mesh)).compile()
         n += 1
 print(json.dumps({{"seconds": time.perf_counter() - t0, "artifacts": n}}))

@@ -1,6 +1,8 @@
 """Grade every submission of an assignment: in parallel, resumable, with a gradebook at the end.
 
     python -m graders.batch --assignment problem1 SOURCE [-o OUT] [--workers N] [--gradebook]
+    python -m graders.batch --assignment problem1 SOURCE --dask [--workers N]       # a local Dask cluster
+    python -m graders.batch --assignment problem1 SOURCE --scheduler tcp://host:8786  # Dask on many machines
 
 SOURCE is an nbgrader `submitted/` tree (`SOURCE/<student>/<assignment>/<notebook>.ipynb`)
 or a folder of `.ipynb`/`.py` files (one per student, named after the student).
@@ -12,6 +14,16 @@ in `extra_data`; a rerun skips every submission whose results.json is complete a
 file has not changed since, so a batch stopped half way loses nothing already graded.
 At the end `OUT/gradebook.csv` lists every student's scores.
 
+With `--dask` (a `LocalCluster` of `--workers` processes on this machine) or `--scheduler
+ADDRESS` (a running `dask scheduler`), each submission is graded by a Dask worker instead,
+in the same way: the task carries the submission's bytes (no shared filesystem needed),
+the worker writes them to a temporary file and runs `python -m graders` on it, sandboxed
+as here; results, resuming and the gradebook stay on this machine, and a worker that dies
+costs that submission a retry, not the batch. Each worker machine needs the kit (the same
+commit) with its environment, bubblewrap, and the course's secret (`.grading-secret` or
+`$KIT_GRADING_SECRET`): the secret never travels in a task, only a fingerprint that lets a
+worker refuse to grade with a different one.
+
 With `--gradebook`, each grade also goes into nbgrader's database (the same cells
 `nbgrader autograde` fills), so `nbgrader export` and `nbgrader generate_feedback` see the
 same scores. Only the automatic score of code grade cells is written: a manual score
@@ -21,27 +33,29 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import csv
 import dataclasses
 import datetime
 import hashlib
+import hmac
 import io
 import json
-import multiprocessing
 import os
-import signal
+import subprocess
 import statistics
 import sys
+import tempfile
 import time
-import traceback
 
 from .harness import Limits
 
 RESULTS = "results.json"
 GRADEBOOK_CSV = "gradebook.csv"
-MAX_POOL_RESTARTS = 2
-"""Times a submission is retried when the worker process grading it dies (not the
-sandboxed children: those failures are grades); then it is recorded as a grader failure."""
+MAX_RETRIES = 2
+"""Times a submission is regraded when the process grading it fails (not the sandboxed
+workers: their failures are grades); then it is recorded as a grader failure."""
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +140,7 @@ def file_sha256(path: str | None) -> str | None:
 def write_atomic(path: str, text: str) -> None:
     """Write `text` to `path` so that a reader (or a rerun after a crash) sees the old file
     or the new one, never half of one."""
-    folder = os.path.dirname(path)
+    folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
@@ -163,26 +177,91 @@ def is_current(results: dict | None, assignment: str, sha256: str | None, only) 
 # --- grading, in the pool's worker processes ---------------------------------------------
 
 
-def _init_worker() -> None:
-    # Ctrl-C reaches the whole terminal's process group: the parent decides what stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def grade_one(student: str, path: str | None, assignment: str, limits: Limits,
               only: list[str] | None) -> dict:
-    """Grade one submission; returns its Gradescope-format results (run in a pool worker)."""
-    from .harness import grade_submission
-
+    """Grade one submission in a `python -m graders` process of its own; returns its
+    Gradescope-format results, or {"error": ...} when that process failed. A submission can
+    only reach its own sandbox, never this process or another grading."""
     started = time.perf_counter()
-    try:
-        result = grade_submission(path or os.path.join("missing", student), assignment,
-                                  limits=limits, only=only)
-    except Exception as e:  # a bug in the graders must not stop the batch
-        return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=5)}
-    data = result.to_gradescope()
+    with tempfile.TemporaryDirectory(prefix="batch-") as tmp:
+        out = os.path.join(tmp, RESULTS)
+        command = [sys.executable, "-m", "graders", path or os.path.join("missing", student),
+                   "--assignment", assignment, "-o", out, "--quiet", *limit_options(limits)]
+        if only:
+            command += ["--only", *only]
+        try:
+            proc = subprocess.run(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=limits.submission_timeout + 120, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return {"error": f"the grading process ran over {limits.submission_timeout + 120:g} s"}
+        data = read_json(out)
+        if proc.returncode != 0 or data is None:
+            tail = (proc.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+            return {"error": f"the grading process failed (exit code {proc.returncode}): {tail[0][:300]}"}
     data["execution_time"] = round(time.perf_counter() - started, 2)
-    data["timings"] = {k: round(v, 3) for k, v in result.timings.items()}
     return data
+
+
+def limit_options(limits: Limits) -> list[str]:
+    """`limits` as `python -m graders` options."""
+    options = [f"--{name.replace('_', '-')}={getattr(limits, name)}" for name in
+               ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout")]
+    options.append(f"--memory-gib={limits.memory_bytes / 2**30}")
+    return options + (["--unsandboxed"] if limits.sandbox == "none" else [])
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) and isinstance(data.get("tests"), list) else None
+    except (OSError, ValueError):
+        return None
+
+
+def read_secret() -> bytes | None:
+    """This machine's course secret as `graders.hidden.grading_secret` finds it, or None
+    when there is none yet (never created here)."""
+    from .hidden import SECRET_VARIABLE, secret_file
+
+    if os.environ.get(SECRET_VARIABLE):
+        return os.environ[SECRET_VARIABLE].encode()
+    try:
+        with open(secret_file(), "rb") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def secret_fingerprint(secret: bytes | None) -> str | None:
+    """A short digest that tells whether two machines hold the same secret (it does not
+    tell the secret: a Dask task carries this, never the secret itself)."""
+    if secret is None:
+        return None
+    return hmac.new(secret, b"graders.batch: same course secret?", hashlib.sha256).hexdigest()[:16]
+
+
+def grade_shipped(student: str, name: str | None, data: bytes | None, assignment: str,
+                  limits: Limits, only: list[str] | None, fingerprint: str | None) -> dict:
+    """A Dask task: grade a submission sent as its file name and bytes, on this worker, as
+    `grade_one` does (the worker itself never runs student code). Refuses, with an error
+    the batch records, when this machine's course secret is not the batch's."""
+    if fingerprint is not None:
+        here = secret_fingerprint(read_secret())
+        if here != fingerprint:
+            import socket
+
+            what = "no course secret" if here is None else "a different course secret"
+            return {"error": f"the Dask worker on {socket.gethostname()} has {what}: copy the "
+                             f"course's .grading-secret into the kit there (or set KIT_GRADING_SECRET)"}
+    if data is None:
+        return grade_one(student, None, assignment, limits, only)
+    with tempfile.TemporaryDirectory(prefix="batch-shipped-") as tmp:
+        path = os.path.join(tmp, os.path.basename(name or f"{student}.py"))
+        with open(path, "wb") as f:
+            f.write(data)
+        return grade_one(student, path, assignment, limits, only)
 
 
 def failure_results(assignment, student: str, why: str) -> dict:
@@ -317,9 +396,13 @@ class Outcome:
 def run_batch(submissions: list[Submission], assignment: str, out: str, *, workers: int = 2,
               limits: Limits = Limits(), only: list[str] | None = None,
               gradebook: NbgraderGradebook | None = None, force: bool = False,
-              on_done=None) -> list[Outcome]:
+              on_done=None, executor=None) -> list[Outcome]:
     """Grade `submissions` (skipping those already graded), writing each results.json as
-    it finishes; `on_done(outcome)` is called after each. Returns every outcome."""
+    it finishes; `on_done(outcome)` is called after each. Returns every outcome.
+
+    `executor` runs the gradings: by default a pool of `workers` threads here, each running
+    `grade_one`; or a `dask.distributed.Client`, whose workers run `grade_shipped` on the
+    submission's bytes. Either way results are written here, as each finishes."""
     outcomes: dict[str, Outcome] = {}
     pending: list[Submission] = []
     hashes = {s.student: file_sha256(s.path) for s in submissions}
@@ -331,11 +414,10 @@ def run_batch(submissions: list[Submission], assignment: str, out: str, *, worke
             pending.append(s)
 
     def finish(s: Submission, data: dict, status: str) -> None:
-        extra = {"student": s.student, "assignment": assignment, "submission": s.path,
+        extra = {**(data.get("extra_data") or {}), "student": s.student, "assignment": assignment, "submission": s.path,
                  "sha256": hashes[s.student], "only": list(only) if only else None,
                  "complete": status == "graded", "note": s.note,
-                 "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                 "timings": data.pop("timings", {})}
+                 "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         if s.path is None and status == "graded":
             data["output"] = f"no submission: {s.note}. " + data.get("output", "")
         data["extra_data"] = extra
@@ -353,41 +435,81 @@ def run_batch(submissions: list[Submission], assignment: str, out: str, *, worke
             on_done(outcome)
 
     tries: dict[str, int] = {}
-    context = multiprocessing.get_context("spawn")  # never fork a process that may hold JAX
-    while pending:
-        broken: list[Submission] = []
-        with cf.ProcessPoolExecutor(max_workers=max(1, workers), mp_context=context,
-                                    initializer=_init_worker) as pool:
-            futures = {pool.submit(grade_one, s.student, s.path, assignment, limits, only): s
-                       for s in pending}
+    own = executor is None
+    pool = cf.ThreadPoolExecutor(max_workers=max(1, workers)) if own else executor
+    submit, as_completed = _dispatch(pool, assignment, limits, only)
+    with pool if own else contextlib.nullcontext():
+        while pending:
+            futures = {submit(s): s for s in pending}
+            pending = []
             try:
-                for future in cf.as_completed(futures):
+                for future in as_completed(futures):
                     s = futures[future]
                     try:
                         data = future.result()
-                    except cf.process.BrokenProcessPool:
-                        broken.append(s)
+                    except Exception as e:  # a Dask worker that died (KilledWorker), a lost connection...
+                        data = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    if "error" not in data:
+                        finish(s, data, "graded")
                         continue
-                    except Exception as e:
-                        data = {"error": f"{type(e).__name__}: {e}"}
-                    if "error" in data:
+                    tries[s.student] = tries.get(s.student, 0) + 1
+                    if tries[s.student] > MAX_RETRIES:
                         finish(s, failure_results(assignment, s.student, data["error"]), "failed")
                     else:
-                        finish(s, data, "graded")
+                        pending.append(s)
             except KeyboardInterrupt:
                 for future in futures:
                     future.cancel()
-                for process in list(getattr(pool, "_processes", {}).values()):
-                    process.terminate()
                 raise
-        pending = []
-        for s in broken:
-            tries[s.student] = tries.get(s.student, 0) + 1
-            if tries[s.student] > MAX_POOL_RESTARTS:
-                finish(s, failure_results(assignment, s.student, "the process grading it died"), "failed")
-            else:
-                pending.append(s)
     return [outcomes[s.student] for s in submissions]
+
+
+def is_dask_client(executor) -> bool:
+    return type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "scheduler_info")
+
+
+def _dispatch(executor, assignment: str, limits: Limits, only):
+    """(submit(submission) -> future, as_completed(futures)) for `executor`."""
+    if not is_dask_client(executor):
+        return (lambda s: executor.submit(grade_one, s.student, s.path, assignment, limits, only),
+                cf.as_completed)
+    import uuid
+
+    from distributed import as_completed
+
+    from .batch import grade_shipped  # by reference to graders.batch, even when run as __main__
+
+    fingerprint = secret_fingerprint(read_secret())
+
+    def submit(s: Submission):
+        data = None
+        if s.path is not None:
+            try:
+                with open(s.path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                pass
+        name = os.path.basename(s.path) if s.path else None
+        # pure=False and a fresh key: a retry is a new task, never the failed one's result
+        return executor.submit(grade_shipped, s.student, name, data, assignment, limits, only,
+                               fingerprint, pure=False, key=f"grade-{s.student}-{uuid.uuid4().hex[:8]}")
+
+    return submit, lambda futures: as_completed(list(futures))
+
+
+def dask_client(scheduler: str | None, workers: int):
+    """A Dask client: of a new `LocalCluster` of `workers` single-threaded processes
+    (`scheduler` None or "local"), or of the scheduler at `scheduler`."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SystemExit("--dask and --scheduler need dask.distributed: pip install 'dask[distributed]'") from None
+    if scheduler in (None, "local"):
+        import logging
+
+        return Client(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
+    return Client(scheduler, timeout="30s")
 
 
 def record_in_gradebook(gradebook: NbgraderGradebook, outcome: Outcome) -> None:
@@ -488,17 +610,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", "-a", required=True)
     parser.add_argument("-o", "--out", help="results folder (default: graded/<assignment> here)")
     parser.add_argument("--workers", "-j", type=int, default=max(1, (os.cpu_count() or 2)),
-                        help="submissions graded at once (default: the number of CPUs)")
+                        help="submissions graded at once (default: the number of CPUs); with --dask, "
+                             "the local Dask cluster's worker processes")
+    parser.add_argument("--dask", action="store_true",
+                        help="grade on a Dask LocalCluster of --workers processes on this machine")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="grade on the Dask cluster whose scheduler is at ADDRESS (e.g. "
+                             "tcp://host:8786; 'local' is the same as --dask)")
     parser.add_argument("--only", nargs="+", metavar="FUNCTION", help="grade only these functions")
     parser.add_argument("--force", action="store_true", help="regrade even unchanged submissions")
     parser.add_argument("--gradebook", action="store_true",
                         help="also write the scores into nbgrader's database (see --db)")
     parser.add_argument("--db", help="nbgrader database URL (default: sqlite:///COURSE/gradebook.db, "
                                      "COURSE being the folder that holds submitted/)")
-    for name, default in (("cell-timeout", 60.0), ("case-timeout", 60.0), ("stall-timeout", 120.0),
-                          ("run-timeout", 60.0)):
-        parser.add_argument(f"--{name}", type=float, default=default, help=f"seconds (default {default:g})")
-    parser.add_argument("--memory-gib", type=float, default=8.0, help="per worker process (default 8)")
+    from .harness import add_limit_arguments, limits_from_args
+
+    add_limit_arguments(parser)
     args = parser.parse_args(argv)
 
     from rich.console import Console
@@ -516,15 +643,38 @@ def main(argv: list[str] | None = None) -> int:
                       f"<student>/{args.assignment}/*.ipynb folders or .ipynb/.py files")
         return 1
     out = os.path.abspath(args.out or os.path.join("graded", args.assignment))
-    limits = Limits(cell_timeout=args.cell_timeout, case_timeout=args.case_timeout,
-                    stall_timeout=args.stall_timeout, run_timeout=args.run_timeout,
-                    memory_bytes=int(args.memory_gib * 2**30))
+    limits = limits_from_args(args)
+    remote = args.scheduler not in (None, "local")
+    from .sandbox import SandboxUnavailable, choose_isolation
+
+    if remote:  # the workers grade, each checking its own sandbox
+        console.print("isolation: chosen on each Dask worker (a worker without bubblewrap fails its "
+                      "submissions unless --unsandboxed)")
+    else:
+        try:
+            console.print(f"isolation: {choose_isolation(limits.sandbox).note}")
+        except SandboxUnavailable as e:
+            console.print(f"[red]error[/red]: {e}")
+            return 2
     gradebook = None
     if args.gradebook:
         source = os.path.abspath(args.source)
         course = os.path.dirname(source) if os.path.basename(source) == "submitted" else source
         gradebook = NbgraderGradebook(args.db or f"sqlite:///{os.path.join(course, 'gradebook.db')}",
                                       args.assignment, course)
+    client = None
+    n_workers = args.workers
+    if args.dask or args.scheduler:
+        try:
+            client = dask_client(args.scheduler, args.workers)
+        except OSError as e:
+            console.print(f"[red]error[/red]: no Dask scheduler at {args.scheduler}: {e}")
+            if gradebook is not None:
+                gradebook.close()
+            return 2
+        n_workers = len(client.nthreads())
+        console.print(f"dask: {n_workers} worker(s), scheduler {client.scheduler.address}"
+                      + ("" if n_workers else " (tasks wait until a worker connects)"))
 
     started = time.perf_counter()
     counts = {"graded": 0, "kept": 0, "failed": 0}
@@ -540,7 +690,8 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             outcomes = run_batch(submissions, args.assignment, out, workers=args.workers, limits=limits,
-                                 only=args.only, gradebook=gradebook, force=args.force, on_done=on_done)
+                                 only=args.only, gradebook=gradebook, force=args.force, on_done=on_done,
+                                 executor=client)
         except KeyboardInterrupt:
             progress.stop()
             console.print(f"[yellow]interrupted[/yellow]: {counts['graded']} graded in this run and "
@@ -550,12 +701,16 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if gradebook is not None:
                 gradebook.close()
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    n_workers = len(client.nthreads()) or n_workers
+                client.close()
     csv_path = os.path.join(out, GRADEBOOK_CSV)
     write_gradebook_csv(csv_path, outcomes, args.assignment, args.only)
     summary_tables(outcomes, args.assignment, args.only, console)
     elapsed = time.perf_counter() - started
     rate = counts["graded"] / elapsed * 60 if counts["graded"] else 0.0
-    console.print(f"{counts['graded']} graded ({rate:.1f} per minute with {args.workers} worker(s)), "
+    console.print(f"{counts['graded']} graded ({rate:.1f} per minute with {n_workers} {'Dask ' if client else ''}worker(s)), "
                   f"{counts['kept']} kept from an earlier run (unchanged), {counts['failed']} the graders "
                   f"failed on (rerun to retry) in {elapsed:.0f} s")
     console.print(f"results: {out}/<student>/{RESULTS}; gradebook: {csv_path}"

@@ -3,6 +3,7 @@
     python -m graders.build all [-a NAME]    # regenerate release/ and solutions/
     python -m graders.build check            # exit 1 if release/ or solutions/ is stale
     python -m graders.build solutions-branch # git branch 'solutions': release/ holds solved notebooks
+    python -m graders.build handout -a NAME  # dist/handout-NAME.zip: what students receive (graders/handout.py)
 """
 from __future__ import annotations
 
@@ -145,8 +146,11 @@ def solutions_branch(branch: str = "solutions") -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graders.build", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["all", "check", "solutions-branch"])
-    parser.add_argument("--assignment", "-a", action="append", help="only this assignment (with 'all')")
+    parser.add_argument("what", choices=["all", "check", "solutions-branch", "handout"])
+    parser.add_argument("--assignment", "-a", action="append", help="only this assignment (with 'all', 'handout')")
+    parser.add_argument("--exchange", default=None, help="handout: the course's nbgrader exchange folder "
+                        "(default /srv/nbgrader/exchange)")
+    parser.add_argument("--out", default=None, help="handout: output folder (default dist/)")
     args = parser.parse_args(argv)
     if args.what == "all":
         build_all(only=args.assignment)
@@ -158,6 +162,11 @@ def main(argv=None) -> int:
             print("\n".join(f"  {s}" for s in stale))
             return 1
         print("release/ and solutions/ are current")
+    elif args.what == "handout":
+        from graders.handout import DEFAULT_EXCHANGE, build_handout
+
+        for name in args.assignment or assignment_names():
+            print(build_handout(name, args.out, exchange=args.exchange or DEFAULT_EXCHANGE))
     else:
         commit = solutions_branch()
         print(f"branch 'solutions' now at {commit[:12]}: check it out for self-study")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -28,7 +29,47 @@ import time
 
 import numpy as np
 
-from .sandbox import python_command
+from .sandbox import Resources, Slot, bwrap_command, choose_isolation, limited, python_command
+
+SHARED = "/shared"
+"""Where the sandbox sees the run's folder (artifacts, inputs, results)."""
+
+
+def _inside(job: dict, work: str) -> dict:
+    """A job with its file paths as the sandbox sees them."""
+    def moved(path):
+        rel = os.path.relpath(path, work)
+        if rel.startswith(".."):
+            raise ValueError(f"{path} is outside the run's folder {work}")
+        return os.path.join(SHARED, rel)
+
+    return {**job, "file": moved(job["file"]), "inputs": [moved(p) for p in job["inputs"]]}
+
+
+def _run_sandboxed(command: list[str], work: str, timeout: float) -> str | None:
+    """Run `command` in the graders' sandbox with `work` writable at /shared; None when it
+    ended well, else why not."""
+    isolation = choose_isolation("auto")
+    resources = Resources(memory_bytes=16 * 2**30)
+    with Slot() as slot:
+        if slot.uid is not None:
+            for root, dirs, files in os.walk(work):
+                for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                    os.chown(name, slot.uid, slot.uid)
+        full = bwrap_command(command, slot.uid, resources, shared=(work, SHARED)) \
+            if isolation.sandboxed else command
+        proc = subprocess.Popen(limited(full, resources), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, cwd=work)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"the processes did not finish within {timeout:g} s"
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+    return None if proc.returncode == 0 else f"a process exited with code {proc.returncode}"
 
 
 def free_port() -> int:
@@ -36,12 +77,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JAX_", "XLA_"))}
-    env["JAX_PLATFORMS"] = "cpu"
-    return env
 
 
 def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_devices: int = 4,
@@ -64,91 +99,34 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
             runnable.append(job)
     if not runnable:
         return results
+    # Every process runs a program compiled from student code: all of them run in one
+    # sandbox (they talk over its own loopback), with `work` as its only writable folder.
     port = free_port()
-    out_file = os.path.join(work, f"distributed-{time.monotonic_ns()}.json")
-    procs = []
+    out_file = os.path.join(SHARED, f"distributed-{time.monotonic_ns()}.json")
+    launch = []
     for pid in range(processes):
-        request = os.path.join(work, f"distributed-request-{pid}.json")
-        with open(request, "w") as f:
+        request = f"distributed-request-{pid}.json"
+        with open(os.path.join(work, request), "w") as f:
             json.dump({"coordinator": f"127.0.0.1:{port}", "processes": processes, "process_id": pid,
-                       "local_devices": local_devices, "jobs": runnable, "out_dir": work,
-                       "out_file": out_file}, f)
-        log = open(os.path.join(work, f"distributed-{pid}.log"), "w")
-        procs.append((subprocess.Popen(python_command("graders.distributed:worker") + [request],
-                                       cwd=work, env=_env(), stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, start_new_session=True), log))
-    deadline = time.monotonic() + timeout
-    failed = None
-    for proc, log in procs:
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            failed = f"the processes did not finish within {timeout:g} s"
-        log.close()
-    for proc, _ in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        elif proc.returncode != 0 and failed is None:
-            failed = f"a process exited with code {proc.returncode}"
+                       "local_devices": local_devices, "jobs": [_inside(j, work) for j in runnable],
+                       "out_dir": SHARED, "out_file": out_file}, f)
+        launch.append(f"{shlex.join(python_command('assignments.distributed_worker:main'))} "
+                      f"{SHARED}/{request} > {SHARED}/distributed-{pid}.log 2>&1 &")
+    script = " ".join(launch) + " wait"
+    failed = _run_sandboxed(["sh", "-c", script], work, timeout)
+    out_file = os.path.join(work, os.path.basename(out_file))
     if failed is None and os.path.exists(out_file):
         with open(out_file) as f:
-            results.update(json.load(f))
+            for cid, r in json.load(f).items():
+                if "output" in r:  # a path inside the sandbox
+                    r["output"] = os.path.join(work, os.path.basename(r["output"]))
+                results[cid] = r
     else:
         with open(os.path.join(work, "distributed-0.log")) as f:
             tail = " | ".join(f.read().strip().splitlines()[-3:])
         for job in runnable:
             results[job["id"]] = {"status": "error", "message": f"{failed or 'no results'}: {tail[-500:]}"}
     return results
-
-
-def worker(request_path: str) -> int:
-    """One process of the runtime (started by `run_distributed`)."""
-    with open(request_path) as f:
-        request = json.load(f)
-    import jax
-
-    jax.config.update("jax_platforms", "cpu")
-    jax.config.update("jax_num_cpu_devices", request["local_devices"])
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=request["coordinator"],
-                               num_processes=request["processes"], process_id=request["process_id"])
-    from jax.experimental import multihost_utils
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
-    from assignments.evaluate import make_mesh
-
-    lead = jax.process_index() == 0
-    results = {}
-    for job in request["jobs"]:
-        try:
-            with open(job["file"], "rb") as f:
-                exported = jax.export.deserialize(bytearray(f.read()))
-            mesh = make_mesh(tuple(job["mesh"]), job.get("axis_types", "auto"))
-            arrays = []
-            for path, spec in zip(job["inputs"], job["specs"]):
-                value = np.load(path)
-                sharding = NamedSharding(mesh, P(*[tuple(e) if isinstance(e, list) else e for e in spec]))
-                arrays.append(jax.make_array_from_callback(value.shape, sharding,
-                                                           lambda index, v=value: v[index]))
-            out = jax.jit(exported.call)(*arrays)
-            spec = getattr(out.sharding, "spec", None)
-            gathered = np.asarray(multihost_utils.process_allgather(out, tiled=True))
-            if lead:
-                path = os.path.join(request["out_dir"], f"{job['id']}.distributed.npy")
-                np.save(path, gathered)
-                results[job["id"]] = {"status": "ok", "output": path, "spec": str(spec),
-                                      "processes": jax.process_count(), "devices": jax.device_count()}
-        except Exception as e:  # the same failure happens in every process: report it, go on
-            results[job["id"]] = {"status": "error",
-                                  "message": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
-    multihost_utils.sync_global_devices("graders.distributed: done")
-    if lead:
-        with open(request["out_file"] + ".tmp", "w") as f:
-            json.dump(results, f)
-        os.replace(request["out_file"] + ".tmp", request["out_file"])
-    jax.distributed.shutdown()
-    return 0
 
 
 def check_submission(submission: str, assignment: str, *, processes: int = 2, local_devices: int = 4,
@@ -159,7 +137,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
     from assignments.evaluate import _compare_values
 
     from .harness import case_id, grade_submission, selected_assignment
-    from .hidden import HIDDEN_SEED, hidden_cases, hidden_inputs
+    from .hidden import case_seed, hidden_cases, hidden_inputs
 
     spec = selected_assignment(assignment, only)
     cases = hidden_cases(spec)
@@ -174,7 +152,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
                 path = os.path.join(artifacts, f"{cid}.jaxexport")
                 if part.eager or not os.path.exists(path):
                     continue
-                arrays = hidden_inputs(spec, part, case, HIDDEN_SEED + i)
+                arrays = hidden_inputs(spec, part, case, case_seed(spec.name, part.name, i))
                 inputs = []
                 for k, a in enumerate(arrays):
                     inputs.append(os.path.join(work, f"{cid}.in{k}.npy"))

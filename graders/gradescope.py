@@ -30,6 +30,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT_VARIABLE = "GRADESCOPE_AUTOGRADER_ROOT"
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 CONFIG = "gradescope.json"
+SECRET_NAME = ".grading-secret"
 # Trusted files only: the graders minus the nbgrader glue and the sample submissions.
 LEFT_OUT = ("graders/nbgrader_plugin.py", "graders/samples", "graders/demo.py", "graders/build.py")
 
@@ -43,6 +44,8 @@ PY=""
 for candidate in python3.12 python3.11; do
   if command -v "$candidate" >/dev/null; then PY="$candidate"; break; fi
 done
+# The sandbox student code runs in (graders.sandbox); without it, build with --unsandboxed.
+command -v bwrap >/dev/null || (apt-get update && apt-get install -y bubblewrap) || true
 if [ -z "$PY" ]; then
   apt-get update && apt-get install -y python3.12 python3.12-venv || \\
     apt-get install -y python3.11 python3.11-venv
@@ -94,8 +97,12 @@ def requirements() -> str:
 
 
 def build_bundle(assignment: str, out: str, default_visibility: str = "visible",
-                 visibility: dict[str, str] | None = None) -> str:
-    """Write the autograder zip for `assignment` to `out`; returns its path."""
+                 visibility: dict[str, str] | None = None, sandbox: str = "auto") -> str:
+    """Write the autograder zip for `assignment` to `out`; returns its path. The course's
+    grading secret goes in too (`.grading-secret`), so Gradescope draws the same hidden
+    inputs as the instructor's machine; the sandbox never sees it."""
+    from .hidden import grading_secret
+
     import jax
 
     from assignments.contracts import get_assignment
@@ -110,7 +117,7 @@ def build_bundle(assignment: str, out: str, default_visibility: str = "visible",
     if unknown:
         raise ValueError(f"{assignment} has no graded function {', '.join(unknown)}; "
                          f"it has {', '.join(names)}")
-    config = {"assignment": assignment,
+    config = {"assignment": assignment, "sandbox": sandbox,
               "visibility": {n: visibility.get(n, default_visibility) for n in names},
               "built_with": {"python": sys.version.split()[0], "jax": jax.__version__}}
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -125,6 +132,7 @@ def build_bundle(assignment: str, out: str, default_visibility: str = "visible",
         add("run_autograder", RUN_AUTOGRADER, True)
         add("requirements.txt", requirements())
         add(CONFIG, json.dumps(config, indent=2) + "\n")
+        add(SECRET_NAME, grading_secret().decode() + "\n")
         for rel in kit_files():
             with open(os.path.join(REPO_ROOT, rel), encoding="utf-8") as f:
                 add(rel, f.read())
@@ -153,6 +161,7 @@ def run(root: str) -> dict:
             config = json.load(f)
         assignment = config["assignment"]
         visibility = config.get("visibility", {})
+        sandbox = config.get("sandbox", "auto")
     except (OSError, ValueError, KeyError) as e:
         return write_results(root, {"score": 0, "output": f"the autograder bundle is incomplete "
                                     f"({CONFIG}: {e}); rebuild it with python -m graders.gradescope build",
@@ -169,16 +178,14 @@ def run(root: str) -> dict:
             for test in data["tests"]:
                 test["output"] = f"{test['name']}: 0/{test['max_score']:g} points: {message}"
         else:
-            from .harness import grade_submission
-            from .sandbox import isolation_note
+            from .harness import Limits, grade_submission
 
-            result = grade_submission(path, assignment)
+            os.environ.setdefault("KIT_GRADING_SECRET_FILE", os.path.join(source, SECRET_NAME))
+            result = grade_submission(path, assignment, limits=Limits(sandbox=sandbox))
             data = result.to_gradescope()
             if note:
                 data["output"] += f"\n\nNote: {note}."
-            isolation = isolation_note()
-            if isolation:
-                print(f"isolation: {isolation}")
+            print(f"isolation: {result.isolation}")
         for test in data["tests"]:
             test["visibility"] = visibility.get(test["name"], "visible")
     except Exception as e:  # the graders failed: say so, and let the instructor rerun
@@ -205,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--assignment", "-a", required=True)
     build.add_argument("-o", "--output", help="default: dist/gradescope-<assignment>.zip")
     build.add_argument("--default-visibility", default="visible", choices=VISIBILITIES)
+    build.add_argument("--unsandboxed", action="store_true",
+                       help="grade without bubblewrap (if Gradescope's containers cannot run it): "
+                            "the container is then the only isolation, and results.json says so")
     build.add_argument("--visibility", nargs="+", default=[], metavar="FUNCTION=LEVEL",
                        help="per graded function, e.g. roll_diff=after_published")
     run_parser = sub.add_parser("run", help="grade /autograder/submission (run_autograder calls this)")
@@ -227,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         levels[name] = level
     out = args.output or os.path.join("dist", f"gradescope-{args.assignment}.zip")
     try:
-        build_bundle(args.assignment, out, args.default_visibility, levels)
+        build_bundle(args.assignment, out, args.default_visibility, levels,
+                     sandbox="none" if args.unsandboxed else "auto")
     except ValueError as e:
         parser.error(str(e))
     print(f"wrote {out}: upload it as the autograder of {args.assignment} on Gradescope "

@@ -1,49 +1,69 @@
-"""Grade one submission: export in one child process, judge the artifacts in another.
+"""Grade one submission: export in one sandboxed worker, judge the artifacts in another.
 
 The grading process never runs student code, nor programs compiled from it:
-1. The export worker (`assignments.export_worker`: time and memory limits, no network,
-   the kit's hidden folders masked) runs the submission and writes one serialized
-   `jax.export` artifact per hidden case. It never sees input values.
-2. The judge worker (`graders.judge_worker`) compiles each artifact on the case's mesh,
-   reads the compiled HLO, runs it on hidden inputs and compares with the float64
-   reference. A compiled program that loops forever or exhausts memory costs one case.
-Either worker that hangs or dies is restarted for the cases left (`graders.sandbox`).
+1. The export worker (`assignments.export_worker`) runs the submission in the sandbox
+   (`graders.sandbox`) and sends back one serialized `jax.export` artifact per hidden case.
+   It never sees input values (except an eagerly graded part's own inputs).
+2. The judge (`assignments.judge_worker`), in a sandbox of its own, compiles each artifact on
+   the case's mesh, reads the compiled HLO, runs it on the hidden inputs this process sends
+   it and compares with the float64 reference.
+Every event from either is validated (`assignments.protocol`); a worker that hangs, dies or
+breaks the protocol costs the case it was on, and the submission's budget bounds the whole.
 """
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 
-from assignments.contract import Assignment, Case, Part, case_request
+from assignments.contract import Assignment, Part, case_request
 from assignments.contracts import get_assignment
 from assignments.evaluate import CaseResult
-from assignments.hlo import ProgramAnalysis
+from assignments.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, read_event,
+                                  request_text)
 
-from .hidden import HIDDEN_SEED, hidden_cases, hidden_inputs
+from . import verdicts
+from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs
 from .results import PartResult, SubmissionResult
-from .sandbox import python_command, run_worker
+from .sandbox import Deadlines, Resources, Slot, choose_isolation, python_command, run_worker
+
+MAX_SUBMISSION_BYTES = 32 * 2**20
+"""A larger file is not run (notebooks with big outputs stay far below this)."""
+CASE_GRACE = 15.0
+"""Seconds past a case's own time limit before the supervisor kills its worker (at most the
+limit itself again): the worker's own alarm should fire first, with a better message."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for the worker processes."""
+    """Resource limits of one grading (every command line takes its defaults from here)."""
 
     cell_timeout: float = 60.0
     """Seconds one notebook cell (or a .py module) may run."""
     case_timeout: float = 60.0
     """Seconds tracing and exporting one case may take."""
     stall_timeout: float = 120.0
-    """Seconds the export worker may go without progress before it is killed."""
+    """Seconds the export worker may go without any progress before it is killed."""
     run_timeout: float = 60.0
     """Seconds compiling and running one case's program may take."""
+    submission_timeout: float = 900.0
+    """Seconds the whole grading of one submission may take, both workers together."""
     memory_bytes: int = 8 * 2**30
-    """Address-space limit of each worker."""
-    isolate: bool = True
-    """Run workers without network, and the export worker with the kit's folders masked,
-    where the OS allows (Linux namespaces)."""
+    """Address-space limit of each worker process."""
+    tmp_bytes: int = 512 * 2**20
+    """Size of the sandbox's /tmp and of its scratch folder."""
+    max_strikes: int = 2
+    """Cases of one function that may time out or crash before its others are not run."""
+    sandbox: str = "auto"
+    """"auto" (bubblewrap, refusing to grade without it) or "none" (no isolation at all:
+    only for trusted code, e.g. the kit's own solutions on a machine without bubblewrap)."""
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(memory_bytes=self.memory_bytes, tmp_bytes=self.tmp_bytes,
+                         cpu_seconds=int(2 * self.submission_timeout) + 60)
 
 
 def case_id(part: Part, index: int) -> str:
@@ -59,142 +79,198 @@ def selected_assignment(name: str, only: list[str] | None) -> Assignment:
                       tuple(assignment.part(n) for n in only), assignment.written)
 
 
-def _worker_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JAX_", "XLA_"))}
-    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
-    return env
+@dataclass
+class _Job:
+    part: Part
+    index: int
+    case: object
+    id: str
+    seed: int
 
 
-def judge_case(assignment: Assignment, part: Part, case: Case, export: dict, seed: int,
-               timings: dict[str, float] | None = None) -> CaseResult:
-    """Compile, inspect, run and compare one exported case (adding phase times to `timings`).
+def _read_submission(path: str) -> tuple[str | None, str | None]:
+    """(The submission's text, or None; the problem reading it, or None)."""
+    if not os.path.isfile(path):
+        return None, f"no submission file at {path}"
+    if os.path.getsize(path) > MAX_SUBMISSION_BYTES:
+        return None, (f"the submission is larger than {MAX_SUBMISSION_BYTES // 2**20} MiB; clear "
+                      f"the notebook's outputs (Edit > Clear Outputs of All Cells) and resubmit")
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", errors="replace"), None
 
-    Runs in the judge worker: it executes a program compiled from student code."""
-    import jax
 
-    from assignments.evaluate import evaluate_compiled, evaluate_eager_report, make_mesh, place
+def _export(jobs: list[_Job], assignment: Assignment, path: str, text: str, limits: Limits,
+            context: dict):
+    parts = []
+    for part in assignment.parts:
+        cases = []
+        for job in (j for j in jobs if j.part is part):
+            request = case_request(part, job.case, job.id)
+            if part.eager:  # called on concrete inputs: they must go in
+                arrays = hidden_inputs(assignment, part, job.case, job.seed)
+                request["inputs"] = [encode_tree(a) for a in arrays]
+            cases.append(request)
+        parts.append({"name": part.name, "signature": part.signature, "num_args": len(part.args),
+                      "statics": list(part.statics), "eager": part.eager,
+                      "takes_mesh": part.takes_mesh, "cases": cases})
 
-    timings = {} if timings is None else timings
-    if export.get("status") != "ok":
-        return CaseResult.failed(case, export.get("message") or "no artifact was produced")
-    if part.eager:
-        return evaluate_eager_report(part, case, make_mesh(case.mesh, part.axis_types),
-                                     export.get("report") or {})
-    t0 = time.perf_counter()
-    try:
-        with open(export["file"], "rb") as f:
-            exported = jax.export.deserialize(bytearray(f.read()))
-        mesh = make_mesh(case.mesh, part.axis_types)
-        arrays = hidden_inputs(assignment, part, case, seed)
-        compiled = jax.jit(exported.call).lower(*place(arrays, part, mesh)).compile()
-    except Exception as e:
-        return CaseResult.failed(case, f"the exported program could not be compiled: "
-                                       f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
-    t1 = time.perf_counter()
-    result = evaluate_compiled(part, case, mesh, compiled, exported.mlir_module(), arrays)
-    timings["judge: deserialize and compile"] = timings.get("judge: deserialize and compile", 0) + t1 - t0
-    timings["judge: inspect, run and compare"] = (timings.get("judge: inspect, run and compare", 0)
-                                                  + time.perf_counter() - t1)
-    return result
+    def request_for(skip):
+        return request_text("export", submission_name=os.path.basename(path) if path.endswith(
+            ".ipynb") else "submission.py", submission_text=text, devices=8,
+            cell_timeout=limits.cell_timeout, case_timeout=limits.case_timeout, parts=parts, skip=skip)
+
+    deadlines = Deadlines(stall=limits.stall_timeout,
+                          case=limits.case_timeout + min(CASE_GRACE, limits.case_timeout),
+                          end=context["end"])
+    return run_worker(python_command("assignments.export_worker:main"), request_for,
+                      [j.id for j in jobs], kind="export", deadlines=deadlines, **context["worker"])
+
+
+def _judge(jobs: list[_Job], exports: dict, assignment: Assignment, limits: Limits,
+           context: dict) -> tuple[dict, list]:
+    """Judge every exported case: (case id -> validated judge event, the judge's events).
+    Cases judged before (the same artifact, case and inputs) come from `graders.verdicts`."""
+    results, requests, keys = {}, [], {}
+    for job in jobs:
+        export = exports[job.id]
+        if not job.part.eager:
+            keys[job.id] = verdicts.key(assignment.name, job.part.name, job.case.to_json(),
+                                        job.seed, export["artifact"])
+            hit = verdicts.load(keys[job.id])
+            if hit is not None:
+                try:
+                    line = json.dumps({**hit, "event": "case", "id": job.id}).encode()
+                    results[job.id] = read_event(line, {job.id}, "judge")
+                    continue
+                except ProtocolError:
+                    pass  # a stale or damaged entry: judge again
+        requests.append(_judge_request(job, export, assignment))
+    if not requests:
+        return results, []
+
+    def request_for(skip):
+        return request_text("judge", assignment=assignment.name, jobs=requests, skip=skip)
+
+    deadlines = Deadlines(stall=limits.run_timeout + CASE_GRACE, case=limits.run_timeout,
+                          end=context["end"])
+    run = run_worker(python_command("assignments.judge_worker:main"), request_for,
+                     [r["id"] for r in requests], kind="judge", deadlines=deadlines, **context["worker"])
+    for case_id_, event in run.results.items():
+        if "values_ok" in event and case_id_ in keys:  # a verdict, not a timeout or a crash
+            verdicts.store(keys[case_id_], {
+                "values_ok": event["values_ok"], "rule_ok": event["rule_ok"], "problems": event["problems"],
+                "analysis": None if event["analysis"] is None else event["analysis"].to_json()})
+    return {**results, **run.results}, run.events
+
+
+def _judge_request(job: _Job, export: dict, assignment: Assignment) -> dict:
+    arrays = hidden_inputs(assignment, job.part, job.case, job.seed)
+    request = {"id": job.id, "part": job.part.name, "case": job.case.to_json(),
+               "inputs": [encode_tree(a) for a in arrays]}
+    if job.part.eager:
+        report = dict(export["report"])
+        if "shards" in report:
+            report["shards"] = [{**s, "data": encode_array(s["data"])} for s in report["shards"]]
+        request["report"] = report
+    else:
+        request["artifact"] = encode_bytes(export["artifact"])
+    return request
+
+
+def _case_result(job: _Job, event: dict) -> CaseResult:
+    if "values_ok" in event:
+        return CaseResult(job.case, event["values_ok"], event["rule_ok"], event["problems"],
+                          event["analysis"])
+    return CaseResult.failed(job.case, f"running the compiled program: {event.get('message')}")
 
 
 def grade_submission(submission: str, assignment_name: str, *, limits: Limits = Limits(),
-                     seed: int = HIDDEN_SEED, only: list[str] | None = None,
+                     secret: bytes | None = None, only: list[str] | None = None,
                      keep_artifacts: str | None = None) -> SubmissionResult:
     """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases.
 
     With `keep_artifacts`, the exported artifacts (`<function>__<case>.jaxexport`) are also
-    copied into that folder (e.g. for `graders.distributed`)."""
+    written into that folder (e.g. for `graders.distributed`)."""
+    isolation = choose_isolation(limits.sandbox)
     assignment = selected_assignment(assignment_name, only)
+    secret = grading_secret() if secret is None else secret
     cases = hidden_cases(assignment)
-    jobs = [(part, i, case, case_id(part, i))
+    jobs = [_Job(part, i, case, case_id(part, i), case_seed(assignment.name, part.name, i, secret))
             for part in assignment.parts for i, case in enumerate(cases[part.name])]
-    ids = [j[3] for j in jobs]
+    started = time.perf_counter()
     timings: dict[str, float] = {}
-    problems: list[str] = []
-    env = _worker_env()
-    with tempfile.TemporaryDirectory(prefix="grade-") as work:
-        artifacts = os.path.join(work, "artifacts")
-        os.makedirs(artifacts)
-        if not os.path.exists(submission):
-            exports = {i: {"status": "error", "message": f"no submission file at {submission}"} for i in ids}
-            problems.append(f"no submission file at {submission}")
-        else:
-            t0 = time.perf_counter()
-            # A private copy: the worker cannot see the kit's folders, nor other submissions.
-            copy = os.path.join(work, "submission" + os.path.splitext(submission)[1])
-            shutil.copyfile(submission, copy)
-            export_request = {
-                "submission": copy, "out_dir": artifacts, "devices": 8,
-                "cell_timeout": limits.cell_timeout, "case_timeout": limits.case_timeout,
-                "memory_bytes": limits.memory_bytes,
-                "parts": [{"name": p.name, "signature": p.signature, "num_args": len(p.args),
-                           "statics": list(p.statics), "eager": p.eager,
-                           "takes_mesh": p.takes_mesh,
-                           "cases": [case_request(p, c, case_id(p, i)) for i, c in enumerate(cases[p.name])]}
-                          for p in assignment.parts],
-            }
-            run = run_worker(python_command("assignments.export_worker:main"), export_request, ids,
-                             stall_timeout=limits.stall_timeout, memory_bytes=limits.memory_bytes,
-                             isolate=limits.isolate, mask=True, env=env, cwd=work)
+    results: dict[str, CaseResult] = {}
+    text, problem = _read_submission(submission)
+    problems = [problem] if problem else []
+    with Slot() as slot, tempfile.TemporaryDirectory(prefix="grade-") as work:
+        context = {"end": time.monotonic() + limits.submission_timeout,
+                   "worker": {"resources": limits.resources, "isolation": isolation, "uid": slot.uid,
+                              "function_of": {j.id: j.part.name for j in jobs},
+                              "max_strikes": limits.max_strikes, "cwd": work}}
+        exports = {}
+        if text is not None:
+            run = _export(jobs, assignment, submission, text, limits, context)
             exports = run.results
-            if keep_artifacts:
-                shutil.copytree(artifacts, keep_artifacts, dirs_exist_ok=True)
             for event in run.events:
-                if event["event"] == "loaded" and isinstance(event.get("problems"), list):
-                    problems = [str(p) for p in event["problems"]]
-                    timings["export: run the submission"] = float(event.get("run_submission_s") or 0)
-                if event["event"] == "finished":
-                    timings["export: trace and export"] = (timings.get("export: trace and export", 0)
-                                                           + float(event.get("export_s") or 0))
-                if event["event"] == "died":
+                if event["event"] == "loaded":
+                    problems += event["problems"]
+                    timings["export: run the submission"] = event["run_submission_s"]
+                elif event["event"] == "finished":
+                    timings.update(event["timings"])
+                elif event["event"] == "died":
                     problems.append(event["message"])
-            timings["export: start Python, import JAX"] = (
-                time.perf_counter() - t0 - timings.get("export: run the submission", 0)
-                - timings.get("export: trace and export", 0))
-
-        # The artifact of a case is where the parent says, whatever the worker claimed.
-        judge_jobs, results = [], {}
-        for part, i, case, cid in jobs:
-            export = exports.get(cid) or {"status": "error", "message": "no artifact was produced"}
-            export = {"status": export.get("status"), "message": export.get("message"),
-                      "report": export.get("report"), "file": os.path.join(artifacts, f"{cid}.jaxexport")}
-            if export["status"] == "ok" and (part.eager or os.path.exists(export["file"])):
-                judge_jobs.append({"id": cid, "part": part.name, "index": i, "export": export})
+        timings["export (all)"] = time.perf_counter() - started
+        ready = []
+        for job in jobs:
+            export = exports.get(job.id) or {"status": "error", "message": problem or "no artifact was produced"}
+            if export["status"] == "ok":
+                ready.append(job)
+                if keep_artifacts and "artifact" in export:
+                    os.makedirs(keep_artifacts, exist_ok=True)
+                    with open(os.path.join(keep_artifacts, f"{job.id}.jaxexport"), "wb") as f:
+                        f.write(export["artifact"])
             else:
-                results[cid] = CaseResult.failed(case, export["message"] or "no artifact was produced")
-        if judge_jobs:
-            t0 = time.perf_counter()
-            judge_request = {"assignment": assignment_name, "only": only, "seed": seed,
-                             "memory_bytes": limits.memory_bytes, "jobs": judge_jobs}
-            run = run_worker(python_command("graders.judge_worker:main"), judge_request,
-                             [j["id"] for j in judge_jobs], stall_timeout=limits.run_timeout,
-                             memory_bytes=limits.memory_bytes, isolate=limits.isolate, mask=False,
-                             env=env, cwd=work)
-            by_id = {cid: case for _, _, case, cid in jobs}
-            for cid, event in run.results.items():
-                if "values_ok" in event:
-                    analysis = event.get("analysis")
-                    results[cid] = CaseResult(
-                        by_id[cid], bool(event["values_ok"]), bool(event["rule_ok"]),
-                        [str(p) for p in event.get("problems", [])],
-                        ProgramAnalysis.from_json(analysis) if analysis else None)
-                else:  # the judge died on this case: the compiled program hung or blew up
-                    results[cid] = CaseResult.failed(
-                        by_id[cid], f"running the compiled program: {event.get('message')}")
-            judge_time = time.perf_counter() - t0
-            for event in run.events:
+                results[job.id] = CaseResult.failed(job.case, export["message"] or "no artifact was produced")
+        if ready:
+            judged = time.perf_counter()
+            judged_cases, events = _judge(ready, exports, assignment, limits, context)
+            for job in ready:
+                results[job.id] = _case_result(job, judged_cases[job.id])
+            for event in events:
                 if event["event"] == "finished":
-                    for phase, seconds in (event.get("timings") or {}).items():
-                        timings[phase] = timings.get(phase, 0) + float(seconds)
-            timings["judge: start Python, import JAX"] = judge_time - sum(
-                v for k, v in timings.items() if k.startswith("judge: ") and "start" not in k)
+                    timings.update(event["timings"])
+            timings["judge (all)"] = time.perf_counter() - judged
+    return _submission_result(assignment, submission, jobs, results, problems, timings, isolation)
 
-    parts = [PartResult(part.name, part.points,
-                        [results[case_id(part, i)] for i in range(len(cases[part.name]))])
+
+def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):
+    parts = [PartResult(part.name, part.points, [results[j.id] for j in jobs if j.part is part])
              for part in assignment.parts]
     if problems:
         for p in parts:
             if not any(c.values_ok for c in p.cases):
                 p.note = "while running your submission: " + "; ".join(problems)
-    return SubmissionResult(assignment.name, os.path.basename(submission), parts, problems, timings)
+    return SubmissionResult(assignment.name, os.path.basename(submission), parts, problems, timings,
+                            isolation=isolation.note)
+
+
+def add_limit_arguments(parser) -> None:
+    """Command-line options for every `Limits` field a grader may want to change."""
+    defaults = Limits()
+    for name in ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout"):
+        value = getattr(defaults, name)
+        parser.add_argument("--" + name.replace("_", "-"), type=float, default=value,
+                            help=f"seconds (default {value:g})")
+    parser.add_argument("--memory-gib", type=float, default=defaults.memory_bytes / 2**30,
+                        help=f"address space per worker process (default {defaults.memory_bytes / 2**30:g})")
+    parser.add_argument("--unsandboxed", action="store_true",
+                        help="run student code WITHOUT isolation (only for code you trust, on a "
+                             "machine where bubblewrap cannot run); results.json records it")
+
+
+def limits_from_args(args) -> Limits:
+    return Limits(cell_timeout=args.cell_timeout, case_timeout=args.case_timeout,
+                  stall_timeout=args.stall_timeout, run_timeout=args.run_timeout,
+                  submission_timeout=args.submission_timeout,
+                  memory_bytes=int(args.memory_gib * 2**30),
+                  sandbox="none" if args.unsandboxed else "auto")

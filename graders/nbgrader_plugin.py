@@ -1,11 +1,10 @@
-"""nbgrader glue: fill the grade cells from the trusted graders, outside the student's kernel.
+"""nbgrader glue: fill the grade cells from the trusted graders; no student code in a kernel.
 
-nbgrader's `Execute` runs the student's notebook in the student's kernel, where any cell
-could monkeypatch JAX or the checks. So the autograde pipeline runs `FillGradeCells`
-right after it: it grades the submitted code with `python -m graders` in a separate
-process and replaces each grade cell's outputs with the grader's message and score.
-nbgrader's `SaveAutoGrades` then reads a number as partial credit. Whatever the kernel
-printed there (stderr included, which nbgrader scores as 0) is gone.
+nbgrader's usual autograde runs the student's notebook in an ordinary kernel, as the
+grader's user, where any cell could patch the kit on disk or leave a process behind. This
+course's pipeline (`nbgrader_config.py`) has no `Execute` step: `FillGradeCells` grades the
+submitted code with `python -m graders`, in the graders' sandbox, and writes each grade
+cell's message and score. nbgrader's `SaveAutoGrades` then reads a number as partial credit.
 """
 from __future__ import annotations
 

@@ -12,6 +12,14 @@ the rest is for meeting the communication rule, counted only where the values ar
 
 MAX_CASES_SHOWN = 4
 """Failing cases listed in a part's output; the rest are counted."""
+MAX_PROBLEM_CHARS = 600
+"""Characters of one problem shown (messages quote student code and errors)."""
+MAX_OUTPUT_CHARS = 4000
+"""Characters of one part's output: feedback has a bounded size whatever a submission does."""
+
+
+def _bounded(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 20] + " ... (cut)"
 
 
 @dataclasses.dataclass
@@ -45,13 +53,13 @@ class PartResult:
         lines = [f"{self.name}: {self.score:g}/{self.max_score:g} points; {ok} of {len(self.cases)} "
                  f"cases fully right (values right in {values}, values and communication right in {rule})."]
         if self.note:
-            lines.append(f"  note: {self.note}")
+            lines.append("  note: " + _bounded(self.note, MAX_PROBLEM_CHARS))
         failing = [c for c in self.cases if not c.passed]
         for c in failing[:MAX_CASES_SHOWN]:
-            lines.append(f"  - [{c.case.label}] " + "; ".join(c.problems))
+            lines.append(f"  - [{c.case.label}] " + _bounded("; ".join(c.problems), MAX_PROBLEM_CHARS))
         if len(failing) > MAX_CASES_SHOWN:
             lines.append(f"  - ... and {len(failing) - MAX_CASES_SHOWN} more failing case(s)")
-        return "\n".join(lines)
+        return _bounded("\n".join(lines), MAX_OUTPUT_CHARS)
 
 
 @dataclasses.dataclass
@@ -65,6 +73,8 @@ class SubmissionResult:
     """Problems met while running the submission (failed cells, syntax errors, ...)."""
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds spent per phase (export, compile, run, ...)."""
+    isolation: str = ""
+    """Which sandbox the submission's code ran in (`graders.sandbox.Isolation.note`)."""
 
     @property
     def score(self) -> float:
@@ -78,7 +88,8 @@ class SubmissionResult:
         return next(p for p in self.parts if p.name == name)
 
     def to_gradescope(self) -> dict:
-        extra = ("\n\nWhile running your submission: " + "; ".join(self.problems)) if self.problems else ""
+        extra = ("\n\nWhile running your submission: " +
+                 _bounded("; ".join(self.problems), MAX_OUTPUT_CHARS)) if self.problems else ""
         return {
             "score": self.score,
             "output": f"{self.assignment}: {self.score:g}/{self.max_score:g} points from the hidden "
@@ -88,12 +99,16 @@ class SubmissionResult:
                  "status": "passed" if p.passed else "failed", "output": p.output}
                 for p in self.parts
             ],
+            "extra_data": {"isolation": self.isolation,
+                           "timings": {k: round(v, 3) for k, v in self.timings.items()}},
         }
 
     def to_text(self) -> str:
         lines = [f"{self.assignment} — {self.submission}",
                  f"score: {self.score:g} / {self.max_score:g} (auto-graded parts)"]
         for problem in self.problems:
-            lines.append(f"! {problem}")
+            lines.append("! " + _bounded(problem, MAX_PROBLEM_CHARS))
+        if self.isolation:
+            lines.append(f"isolation: {self.isolation}")
         lines += ["", *(p.output for p in self.parts)]
         return "\n".join(lines)

@@ -1,21 +1,30 @@
-"""Run a worker process that reports progress as JSON lines on its stdout, and survive it.
+"""The sandbox every piece of student code runs in, and the supervisor that survives it.
 
-Both grading workers (the export worker, which runs student code, and the judge worker,
-which runs student-compiled programs) follow one protocol: for each case it emits
-``{"event": "start", "id": ...}`` then ``{"event": "case", "id": ..., ...}``, and
-``{"event": "finished"}`` at the end. `run_worker` starts it in its own process group
-(with no network and the kit's hidden folders masked, where the OS allows), kills it when
-it makes no progress for `stall_timeout` seconds, blames the case it was on, and starts a
-new worker for the cases that remain. Lines are read defensively: the export worker's
-process also runs student code, which may write anything to its stdout.
+Both grading workers (the export worker, which runs student code, and the judge, which runs
+programs compiled from it) run under bubblewrap (`bwrap`, the sandbox behind Flatpak):
+- an unprivileged user with no capabilities and `no_new_privs`: as root, the worker runs as
+  a uid of its own (one per concurrent grading, `Slot`) inside a user namespace; as another
+  user, as that user inside a user namespace;
+- its own PID, network, mount, IPC, UTS and user namespaces, with no further user namespaces;
+- a read-only view of only the interpreter, the environment's packages and the `assignments`
+  runtime; `graders/`, `solutions/`, the course folders, `$HOME`, the host's `/tmp` and
+  other gradings do not exist there;
+- its own empty `/tmp` and `/scratch`, each a tmpfs with a size cap;
+- rlimits on address space, processes, open files, file size and CPU time;
+- everything it started dies with it: the sandbox is a PID namespace whose init is killed
+  when grading ends, and which dies with the grading process (`--die-with-parent`).
+Requests go in on stdin and events come back on stdout (`assignments.protocol`); nothing on
+the host is shared with the worker, so no other process can reach a grading's channel.
+
+Where bubblewrap cannot run, grading refuses untrusted work unless asked explicitly for no
+isolation (`Limits.sandbox = "none"`), and `results.json` records which isolation was used.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
-import json
 import os
 import selectors
-import shlex
 import shutil
 import signal
 import subprocess
@@ -24,73 +33,278 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from assignments.protocol import MAX_LINE_BYTES, ProtocolError, read_event
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Masked (an empty tmpfs mounted over them) in a worker's mount namespace: nothing a
-# submission may read. The student runtime (assignments/) and the environment stay.
-MASKED = ("graders", "solutions", "source", "tests", ".git", "submitted", "autograded", "feedback")
+SLOT_UID_BASE = 200_000
+"""As root, concurrent grading number n runs its workers as uid SLOT_UID_BASE + n."""
+SLOTS = 256
+DEBUG_VARIABLE = "KIT_SANDBOX_DEBUG"
+"""Set it (to anything) to see the workers' stderr, e.g. when the sandbox fails to start."""
+SANDBOX_UID = 1000
+"""The worker's uid as it sees it, inside its user namespace."""
 
 
-@functools.lru_cache(maxsize=1)
-def namespaces() -> tuple[str, ...]:
-    """The unshare(1) flags this machine allows: network and mount namespaces, or fewer."""
-    unshare = shutil.which("unshare")
-    if not unshare:
-        return ()
-    with tempfile.TemporaryDirectory() as probe:
-        mount = [unshare, "-n", "-m", "sh", "-c", f"mount -t tmpfs none {shlex.quote(probe)}"]
-        if subprocess.run(mount, capture_output=True).returncode == 0:
-            return ("-n", "-m")
-    if subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0:
-        return ("-n",)
-    return ()
+class SandboxUnavailable(RuntimeError):
+    """Bubblewrap cannot run here, and no isolation was not asked for explicitly."""
 
 
-def isolation_note() -> str | None:
-    """Why a worker is less isolated than designed, or None when fully isolated."""
-    have = namespaces()
-    if have == ("-n", "-m"):
-        return None
-    missing = [] if "-n" in have else ["the network"]
-    missing.append("the kit's files (graders/, solutions/, ...)")
-    return (f"could not make Linux namespaces here (unshare), so submissions can reach "
-            f"{' and '.join(missing)}; grade as root on Linux for full isolation")
+@dataclass(frozen=True)
+class Resources:
+    """What one sandboxed worker may use."""
+
+    memory_bytes: int = 8 * 2**30
+    """Address space of each process."""
+    tmp_bytes: int = 512 * 2**20
+    """Size of each of /tmp and /scratch (tmpfs) inside the sandbox."""
+    processes: int = 512
+    """Processes and threads of the sandbox's user (XLA starts dozens of threads)."""
+    open_files: int = 1024
+    cpu_seconds: int = 1800
+    """CPU time of each process (all its threads)."""
 
 
-def read_only_roots() -> list[str]:
-    """Folders the export worker may read but never write: the kit and the Python
-    installation it runs (interpreter, standard library, site-packages with JAX)."""
-    import site
+# --- what the machine allows ----------------------------------------------------------------
+
+
+def _merged_usr_links() -> list[str]:
+    """bwrap arguments that recreate /bin, /lib, ... as on the host (links into /usr, or
+    read-only folders on systems that never merged /usr)."""
+    args = []
+    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = "/" + top
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def readable_roots() -> list[str]:
+    """Folders a worker may read: the interpreter, the environment's packages, the runtime."""
     import sysconfig
 
-    roots = [REPO_ROOT, sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"],
-             sysconfig.get_paths()["platlib"], *site.getsitepackages()]
-    try:
-        roots.append(site.getusersitepackages())
-    except Exception:
-        pass
-    real = []
-    for root in roots:
-        root = os.path.realpath(root)
-        if os.path.isdir(root) and root != "/" and root not in real:
+    import assignments
+
+    roots = ["/usr", sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"], os.path.dirname(os.path.abspath(assignments.__file__))]
+    real: list[str] = []
+    for root in sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)}, key=len):
+        if root != "/" and not any(root == r or root.startswith(r + "/") for r in real):
             real.append(root)
     return real
 
 
-def sandboxed(command: list[str], isolate: bool, mask: bool) -> list[str]:
-    """`command` wrapped in `unshare` (no network; with `mask`, the hidden folders masked),
-    where the OS allows."""
-    flags = namespaces() if isolate else ()
-    if not flags:
+HOSTNAME = "sandbox"
+
+
+@functools.lru_cache(maxsize=1)
+def _etc_files() -> list[str]:
+    """bwrap arguments for the sandbox's /etc/hosts and /etc/nsswitch.conf: its own name on
+    its own loopback, looked up in files only (gloo, used by the multi-controller runs,
+    resolves the host name; there is no DNS in the sandbox)."""
+    folder = os.path.join(tempfile.gettempdir(), f"scaling-jax-kit-{os.geteuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    args = ["--perms", "0755", "--dir", "/etc"]
+    for name, text in (("hosts", f"127.0.0.1 localhost {HOSTNAME}\n::1 localhost\n"),
+                       ("nsswitch.conf", "hosts: files\n")):
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+        args += ["--ro-bind", path, f"/etc/{name}"]
+    return args
+
+
+def _view() -> list[str]:
+    """bwrap arguments that build the worker's read-only view of the filesystem."""
+    args = list(_etc_files())
+    for root in readable_roots():
+        parts = root.strip("/").split("/")
+        for i in range(1, len(parts)):  # intermediate folders traversable by the worker
+            args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
+        args += ["--ro-bind", root, root]
+    return args + _merged_usr_links()
+
+
+def _environment() -> list[str]:
+    env = {"HOME": "/scratch", "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+           "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    args = ["--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args
+
+
+def bwrap_command(command: list[str], uid: int | None, resources: Resources,
+                  shared: tuple[str, str] | None = None) -> list[str]:
+    """`command` wrapped in bubblewrap. As root (`uid` given), an outer bwrap builds the
+    namespaces and the view, drops to `uid` with setpriv, and an inner unprivileged bwrap
+    adds the user namespace; otherwise one unprivileged bwrap does it all. `shared` =
+    (host folder, path inside) is the one writable host folder, when a run needs one."""
+    outer_share = ["--bind", shared[0], shared[1]] if shared else []
+    inner_share = ["--bind", shared[1], shared[1]] if shared else []
+    private = ["--size", str(resources.tmp_bytes), "--tmpfs", "/tmp",
+               "--size", str(resources.tmp_bytes), "--tmpfs", "/scratch", "--chdir", "/scratch"]
+    user = ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--die-with-parent", "--new-session"]
+    if uid is None:
+        return ["bwrap", "--unshare-all", "--hostname", HOSTNAME, *user, *_view(), "--proc", "/proc", "--dev", "/dev",
+                *private, *outer_share, *_environment(), "--", *command]
+    outer = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--hostname", HOSTNAME,
+             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+             "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
+             *_view(), "--proc", "/proc", "--dev", "/dev",
+             "--perms", "0755", "--dir", "/tmp", "--perms", "0755", "--dir", "/scratch", *outer_share, "--"]
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"]
+    inner = ["bwrap", *user, "--ro-bind", "/", "/", "--dev", "/dev", *private, *inner_share,
+             *_environment(), "--"]
+    return [*outer, *drop, *inner, *command]
+
+
+@functools.lru_cache(maxsize=1)
+def bubblewrap_problem() -> str | None:
+    """Why bubblewrap cannot sandbox a worker on this machine, or None when it can."""
+    if not shutil.which("bwrap"):
+        return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        return "setpriv (util-linux) is missing"
+    probe = bwrap_command([sys.executable, "-I", "-c", "import os; print(os.getuid())"],
+                          SLOT_UID_BASE + SLOTS - 1 if os.geteuid() == 0 else None, Resources())
+    try:
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap failed to start ({e})"
+    if proc.returncode != 0 or proc.stdout.strip() != str(SANDBOX_UID):
+        why = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+        return (f"bubblewrap could not create its namespaces here ({why}); user namespaces may "
+                f"be disabled (sysctl kernel.unprivileged_userns_clone=1) or blocked by the container")
+    return None
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which isolation a grading ran under (recorded in results.json)."""
+
+    level: str
+    """"bubblewrap" or "none"."""
+    note: str
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.level == "bubblewrap"
+
+
+def choose_isolation(sandbox: str) -> Isolation:
+    """The isolation for `sandbox` ("bubblewrap", "auto" or "none"). "auto" and
+    "bubblewrap" refuse to grade without the sandbox; "none" is the explicit opt-out."""
+    if sandbox == "none":
+        return Isolation("none", "NO ISOLATION: student code ran as the grader's own user, with "
+                                 "access to the grader's files and network (--unsandboxed)")
+    problem = bubblewrap_problem()
+    if problem:
+        raise SandboxUnavailable(
+            f"cannot grade untrusted code in a sandbox here: {problem}. Fix that, or pass "
+            f"--unsandboxed (Limits(sandbox='none')) to grade trusted code without isolation.")
+    who = "a uid of its own" if os.geteuid() == 0 else "the grader's uid"
+    return Isolation("bubblewrap", f"bubblewrap: {who} in a user namespace, no capabilities, own "
+                                   f"PID/network/mount/IPC namespaces, read-only runtime, private /tmp")
+
+
+# --- one uid per concurrent grading ---------------------------------------------------------
+
+
+class Slot:
+    """A uid reserved for one grading's workers while it runs (root only), so that
+    concurrent gradings share no process limit, and every process that uid still has at the
+    end can be found and killed. Without root, the grader's own uid (`uid` is None)."""
+
+    def __init__(self):
+        self.uid: int | None = None
+        self._lock = None
+
+    def __enter__(self) -> "Slot":
+        if os.geteuid() != 0:
+            return self
+        folder = os.path.join(tempfile.gettempdir(), "scaling-jax-kit-slots")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        for n in range(SLOTS - 1):  # the last one is the probe's
+            handle = open(os.path.join(folder, f"slot-{n}.lock"), "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                continue
+            self._lock, self.uid = handle, SLOT_UID_BASE + n
+            kill_user(self.uid)  # leftovers of a grading that was itself killed
+            return self
+        raise RuntimeError(f"more than {SLOTS - 1} gradings at once on this machine")
+
+    def __exit__(self, *exc) -> None:
+        if self.uid is not None:
+            kill_user(self.uid)
+            self._lock.close()
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live (not zombie) processes of `uid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def kill_user(uid: int, wait: float = 5.0) -> int:
+    """SIGKILL every process of `uid` (as root) until none is left (or `wait` seconds pass);
+    returns how many were killed."""
+    killed, end = 0, time.monotonic() + wait
+    while (pids := _processes_of(uid)) and time.monotonic() < end:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+    return killed
+
+
+def limited(command: list[str], resources: Resources) -> list[str]:
+    """`command` under rlimits (prlimit), killed if the grading process dies (setpriv's
+    parent-death signal). Wrappers rather than a preexec_fn: the grading process may hold
+    JAX's threads, and running Python between fork and exec could deadlock."""
+    if not (shutil.which("prlimit") and shutil.which("setpriv")):
         return command
-    if "-m" not in flags or not mask:
-        return ["unshare", "-n", *command]
-    targets = [os.path.join(REPO_ROOT, d) for d in MASKED if os.path.isdir(os.path.join(REPO_ROOT, d))]
-    # The kit and the Python environment read-only first, so a submission cannot plant or
-    # change files that later gradings import (the scratch folder stays writable).
-    script = "".join(f"mount --bind {shlex.quote(r)} {shlex.quote(r)} && "
-                     f"mount -o remount,bind,ro {shlex.quote(r)} && " for r in read_only_roots())
-    script += "".join(f"mount -t tmpfs -o ro none {shlex.quote(t)} && " for t in targets)
-    return ["unshare", *flags, "sh", "-c", script + 'exec "$@"', "sandbox", *command]
+    return ["prlimit", f"--as={resources.memory_bytes}", f"--nproc={resources.processes}",
+            f"--nofile={resources.open_files}", f"--fsize={resources.tmp_bytes}",
+            f"--cpu={resources.cpu_seconds}", "--core=0", "--",
+            "setpriv", "--pdeathsig", "KILL", "--", *command]
+
+
+# --- supervising a worker -------------------------------------------------------------------
+
+
+@dataclass
+class Deadlines:
+    """How long a worker may take."""
+
+    stall: float
+    """Seconds without any event (a submission loading, a case running)."""
+    case: float
+    """Seconds from a case's start to its result."""
+    end: float
+    """time.monotonic() by which everything must be done (the submission's budget)."""
 
 
 @dataclass
@@ -98,111 +312,205 @@ class WorkerRun:
     """What a worker reported, across restarts."""
 
     results: dict[str, dict] = field(default_factory=dict)
-    """Case id -> its "case" event (or a failure made up here when the worker died on it)."""
+    """Case id -> its validated "case" event (or a failure made up here)."""
     events: list[dict] = field(default_factory=list)
-    """Every other well-formed event, in order (e.g. "loaded", "finished")."""
+    """Every other event, in order ("loaded", "finished", and "died" made up here)."""
 
 
-def _parse(line: bytes, known: set[str]) -> dict | None:
+@dataclass
+class _Attempt:
+    current: str | None = None
+    case_started: float = 0.0
+    finished: bool = False
+    why: str | None = None
+    """Why the supervisor stopped the worker (None: it ended by itself)."""
+    progressed: bool = False
+
+
+def _signal_name(number: int) -> str:
     try:
-        event = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
-        return None
-    if "id" in event and not (isinstance(event["id"], str) and event["id"] in known):
-        return None
-    if "message" in event and not isinstance(event["message"], str):
-        return None
-    return event
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
-def _why_stopped(returncode: int | None, killed: bool, stall_timeout: float, memory_bytes: int) -> str:
-    if killed:
-        return f"stopped after {stall_timeout:g} s without progress (an infinite loop?)"
-    if returncode is not None and returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-        hint = (f" (out of memory? the limit is {memory_bytes / 2**30:g} GiB)"
-                if -returncode == signal.SIGKILL else "")
-        return f"the process was killed by {name}{hint}"
-    return f"the process running it exited with code {returncode} (os._exit? a crash in native code?)"
+def why_it_ended(returncode: int, resources: Resources) -> tuple[str, bool]:
+    """(What ended a worker, was it killed from outside). bwrap reports a child killed by
+    signal N as exit code 128 + N."""
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if number == signal.SIGKILL:
+        return ("the process was killed from outside the sandbox (SIGKILL: the machine ran out "
+                "of memory, or an administrator stopped it); it was retried once"), True
+    if number == signal.SIGXCPU:
+        return f"the process used up its {resources.cpu_seconds} s of CPU time", False
+    if number:
+        return (f"the process crashed with {_signal_name(number)} (out of memory? the limit is "
+                f"{resources.memory_bytes / 2**30:g} GiB per process)"), False
+    return f"the process exited with code {returncode} before finishing (os._exit? sys.exit?)", False
 
 
-def run_worker(command: list[str], request: dict, case_ids: list[str], *, stall_timeout: float,
-               memory_bytes: int, isolate: bool, mask: bool, env: dict, cwd: str) -> WorkerRun:
-    """Run `command REQUEST.json` until every case in `case_ids` has a result."""
-    known = set(case_ids)
-    run = WorkerRun()
-    for attempt in range(len(case_ids) + 1):
-        pending = [i for i in case_ids if i not in run.results]
-        if not pending:
-            break
-        request_path = os.path.join(cwd, f"request-{os.getpid()}-{time.monotonic_ns()}.json")
-        with open(request_path, "w") as f:
-            json.dump({**request, "skip": sorted(run.results)}, f)
-        proc = subprocess.Popen(
-            sandboxed([*command, request_path], isolate, mask), cwd=cwd, env=env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            start_new_session=True,  # its own process group, so a kill takes its children too
-        )
-        started, finished, killed = None, False, False
-        buffer = b""
-        selector = selectors.DefaultSelector()
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        last_progress = time.monotonic()
+def _read_events(proc, attempt: _Attempt, run: WorkerRun, known: set[str], kind: str,
+                 deadlines: Deadlines) -> None:
+    """Read and validate the worker's events until it ends or a deadline or violation stops it."""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    buffer, last_event = b"", time.monotonic()
+    try:
         while True:
-            ready = selector.select(timeout=0.5)
-            if ready:
-                chunk = os.read(proc.stdout.fileno(), 1 << 16)
-                if not chunk:
-                    break  # the worker closed its stdout: it ended
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    event = _parse(line, known)
-                    if event is None:
-                        continue
-                    last_progress = time.monotonic()
-                    kind = event["event"]
-                    if kind == "start":
-                        started = event.get("id")
-                    elif kind == "case" and "id" in event:
-                        run.results.setdefault(event["id"], event)
-                        started = None
-                    else:
-                        finished = finished or kind == "finished"
-                        run.events.append(event)
-            elif time.monotonic() - last_progress > stall_timeout:
-                killed = True
-                break
+            now = time.monotonic()
+            if now > deadlines.end:
+                attempt.why = "budget"
+                return
+            if attempt.current and now - attempt.case_started > deadlines.case:
+                attempt.why = (f"it ran longer than {deadlines.case:g} s and was stopped (an infinite "
+                               f"loop, or code that blocks the time limit?)")
+                return
+            if now - last_event > deadlines.stall:
+                attempt.why = f"it made no progress for {deadlines.stall:g} s and was stopped (an infinite loop?)"
+                return
+            if not selector.select(timeout=0.25):
+                continue
+            chunk = os.read(proc.stdout.fileno(), 1 << 20)
+            if not chunk:
+                return  # the worker closed its end: it ended
+            buffer += chunk
+            if len(buffer) > MAX_LINE_BYTES:
+                attempt.why = "violation: an event line longer than the protocol allows"
+                return
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                try:
+                    event = read_event(line, known - set(run.results), kind)
+                    _apply(event, attempt, run)
+                except ProtocolError as e:
+                    attempt.why = f"violation: {e}"
+                    return
+                last_event = time.monotonic()
+    finally:
         selector.close()
-        if not killed:
-            try:  # its stdout closed: let it finish exiting, to read its real exit status
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+
+
+def _apply(event: dict, attempt: _Attempt, run: WorkerRun) -> None:
+    kind = event["event"]
+    if kind == "start":
+        if attempt.current is not None:
+            raise ProtocolError("a case started before the previous one ended")
+        attempt.current, attempt.case_started = event["id"], time.monotonic()
+    elif kind == "case":
+        if attempt.current not in (None, event["id"]):
+            raise ProtocolError("a result for a case other than the one running")
+        run.results[event["id"]] = event
+        attempt.current, attempt.progressed = None, True
+    elif kind == "finished":
+        attempt.finished = True
+        run.events.append(event)
+    elif kind != "progress":
+        run.events.append(event)
+
+
+def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: str,
+               deadlines: Deadlines, resources: Resources, isolation: Isolation,
+               uid: int | None, function_of: dict[str, str], max_strikes: int = 2,
+               cwd: str = "/") -> WorkerRun:
+    """Run a worker until every case in `case_ids` has a result.
+
+    `request_for(skip)` makes the request text, given the case ids already done. A worker
+    that dies or is stopped on a case costs that case (a "strike" for its function; after
+    `max_strikes`, the function's remaining cases are judged from that); one killed from
+    outside is retried once. The budget (`deadlines.end`) bounds everything."""
+    known, run = set(case_ids), WorkerRun()
+    strikes: dict[str, list[str]] = {}
+    outside_kills: set[str] = set()
+    while (pending := [i for i in case_ids if i not in run.results]):
+        if time.monotonic() > deadlines.end:
+            _fail(run, pending, "not graded: the submission used up its grading budget")
+            break
+        attempt = _Attempt()
+        full = bwrap_command(command, uid, resources) if isolation.sandboxed else command
+        proc = subprocess.Popen(limited(full, resources), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=None if os.environ.get(DEBUG_VARIABLE) else subprocess.DEVNULL, cwd=cwd, env=_host_env(isolation),
+                                start_new_session=True)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # anything it left running goes too
-        except ProcessLookupError:
+            proc.stdin.write(request_for(sorted(run.results)).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
             pass
-        proc.wait()
-        proc.stdout.close()
-        if finished and not killed:
+        _read_events(proc, attempt, run, known, kind, deadlines)
+        _stop(proc, attempt.why is None, uid)
+        if attempt.finished and attempt.why is None:
             continue
-        why = _why_stopped(proc.returncode, killed, stall_timeout, memory_bytes)
-        if started is not None:
-            run.results[started] = {"event": "case", "id": started, "status": "error", "message": why}
-        else:  # it died before reaching a case: nothing more can be learned from retrying
-            for i in pending:
-                run.results.setdefault(i, {"event": "case", "id": i, "status": "error",
-                                           "message": f"the submission could not be run: {why}"})
-            run.events.append({"event": "died", "message": why})
+        why, outside = _describe_end(attempt, proc.returncode, resources)
+        if attempt.current is None:  # it ended between cases, or while loading the submission
+            if outside and "" not in outside_kills:
+                outside_kills.add("")
+            elif not attempt.progressed:  # retrying would only do the same again
+                _fail(run, [i for i in case_ids if i not in run.results],
+                      f"the submission could not be run: {why}")
+                run.events.append({"event": "died", "message": why})
+            continue
+        case = attempt.current
+        if outside and case not in outside_kills:
+            outside_kills.add(case)
+            continue
+        run.results[case] = _failure(case, why)
+        name = function_of.get(case, "")
+        strikes.setdefault(name, []).append(why)
+        if len(strikes[name]) >= max_strikes:
+            rest = [i for i in case_ids if i not in run.results and function_of.get(i) == name]
+            _fail(run, rest, f"not run: {max_strikes} earlier cases of {name} failed the same way "
+                             f"({strikes[name][-1]})")
     return run
 
 
+def _describe_end(attempt: _Attempt, returncode: int, resources: Resources) -> tuple[str, bool]:
+    if attempt.why == "budget":
+        return "the submission used up its grading budget", False
+    if attempt.why and attempt.why.startswith("violation: "):
+        return ("the submission wrote to the graders' channel something that is not part of "
+                f"the grading protocol ({attempt.why[len('violation: '):]})"), False
+    if attempt.why:
+        return attempt.why, False
+    return why_it_ended(returncode, resources)
+
+
+def _stop(proc, ended_by_itself: bool, uid: int | None) -> None:
+    """Make sure the worker and everything it started are gone."""
+    if ended_by_itself:
+        try:
+            proc.wait(timeout=10)  # its stdout closed: let it exit, to read its real status
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # bwrap is the PID namespace's parent: all go
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+    proc.stdout.close()
+    if uid is not None:
+        kill_user(uid)
+
+
+def _host_env(isolation: Isolation) -> dict:
+    """The environment the worker starts with (bwrap clears it again inside the sandbox)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "JAX_", "XLA_")) and k not in ("HOME",)}
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               HOME=tempfile.gettempdir() if not isolation.sandboxed else "/scratch")
+    return env
+
+
+def _failure(case_id: str, message: str) -> dict:
+    return {"event": "case", "id": case_id, "status": "error", "message": message,
+            "timed_out": False}
+
+
+def _fail(run: WorkerRun, ids: list[str], message: str) -> None:
+    for i in ids:
+        run.results.setdefault(i, _failure(i, message))
+
+
 def python_command(module_main: str) -> list[str]:
-    """This Python, isolated from PYTHONPATH and the user's site, running `module:main`."""
+    """This Python, isolated from PYTHONPATH and the user's site, running `module:main`
+    (a module of the `assignments` runtime: nothing else is importable in the sandbox)."""
     module, func = module_main.split(":")
-    bootstrap = (f"import sys; sys.path.insert(0, {REPO_ROOT!r}); "
-                 f"from {module} import {func}; sys.exit({func}(sys.argv[1]))")
-    return [sys.executable, "-I", "-c", bootstrap]
+    return [sys.executable, "-I", "-c", f"import sys; from {module} import {func}; sys.exit({func}())"]

@@ -89,3 +89,57 @@ def moe_all_to_all(W, A, B, *, mesh):
 
 def moe_topk(W, A, B, *, mesh):
     return moe_all_to_all(W, A, B, mesh=mesh)
+
+
+def moe_allgather_x(W, A, B, *, mesh):
+    def local(w, a, b):                                         # w: [E/nX, D, F], a: [S/nX, D]
+        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
+        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
+        b = b - jax.lax.axis_index('X') * w.shape[0]            # my local expert ids (others: out of range)
+
+        # The book's latest answer: a scan over my experts; each step multiplies every token
+        # by one expert ([S, F]) and keeps the rows routed to it. No [S, D, F] value.
+        def one_expert(out, e):
+            return out + jnp.where((b == e)[:, None], a @ w[e], 0), None
+
+        start = jax.lax.pcast(jnp.zeros((a.shape[0], w.shape[2]), a.dtype), 'X', to='varying')
+        mine = jax.lax.scan(one_expert, start, jnp.arange(w.shape[0]))[0]   # [S, F], zero unless mine
+        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, None), P('X', None), P('X')),
+                         out_specs=P('X', None))(W, A, B)
+
+
+def moe_all_to_all_x(W, A, B, *, mesh):
+    def grouped(w, x, e):
+        """x[i] @ w[e[i]] with jax.lax.ragged_dot; rows with e outside [0, E) give zeros."""
+        order = jnp.argsort(e)                                  # rows grouped by expert, empties last
+        sizes = jnp.bincount(e, length=w.shape[0] + 1)[:-1].astype(jnp.int32)
+        y = jax.lax.ragged_dot(x[order], w, sizes)              # rows past sum(sizes) come out zero
+        return jnp.zeros_like(y).at[order].set(y)
+
+    def local(w, a, b):                                         # w: [E/nX, D, F], a: [S/nX, D]
+        tokens, nX, mine = a.shape[0], jax.lax.axis_size('X'), w.shape[0]
+        chunk = max(1, tokens // 4)                             # tokens per destination per round
+        dest = b // mine
+        order = jnp.argsort(dest)                               # my tokens grouped by destination
+        counts = jnp.bincount(dest, length=nX)
+        starts = jnp.cumsum(counts) - counts
+        rounds = jax.lax.pmax(jnp.max(-(-counts // chunk)), 'X')
+        out = jax.lax.pcast(jnp.zeros((tokens, w.shape[2]), a.dtype), 'X', to='varying')
+
+        def one_round(state):
+            r, out = state
+            pos = r * chunk + jnp.arange(chunk)[None, :]        # [nX, chunk]
+            valid = pos < counts[:, None]
+            token = order[jnp.minimum(starts[:, None] + pos, tokens - 1)]
+            x = jax.lax.all_to_all(jnp.where(valid[..., None], a[token], 0), 'X', 0, 0)
+            e = jax.lax.all_to_all(jnp.where(valid, b[token] % mine, mine), 'X', 0, 0)
+            y = grouped(w, x.reshape(-1, x.shape[-1]), e.reshape(-1))
+            y = jax.lax.all_to_all(y.reshape(nX, chunk, -1), 'X', 0, 0)
+            return r + 1, out.at[token].add(jnp.where(valid[..., None], y, 0))
+
+        return jax.lax.while_loop(lambda s: s[0] < rounds, one_round, (0, out))[1]
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, None), P('X', None), P('X')),
+                         out_specs=P('X', None))(W, A, B)

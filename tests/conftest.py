@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -10,6 +11,12 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)  # graders/ and solutions/ run from the repository
 # Kernels and nbgrader's helpers are found on PATH: make it this environment's.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+# A fixed course secret, so hidden inputs (and the scores the tests expect) are the same on
+# every machine; a real course keeps its own (`graders.hidden.grading_secret`).
+os.environ.setdefault("KIT_GRADING_SECRET", "the kit's own tests")
+# Verdicts cached for this test session only (identical artifacts are judged once).
+os.environ.setdefault("KIT_VERDICT_CACHE", tempfile.mkdtemp(prefix="kit-verdicts-"))
 
 import assignments  # noqa: E402
 

@@ -134,8 +134,8 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
     rows = csv_rows(resumed)
     assert sum(r["status"] == "kept" for r in rows.values()) == len(first)
     assert {s: r["score"] for s, r in rows.items()} == {s: r["score"] for s, r in csv_rows(straight).items()}
-    assert float(rows["alice"]["score"]) == 11 and float(rows["bob"]["score"]) == 0
-    assert 0 < float(rows["carol"]["score"]) < 11
+    assert float(rows["alice"]["score"]) == 10 and float(rows["bob"]["score"]) == 0
+    assert 0 < float(rows["carol"]["score"]) < 10
     assert float(rows["dave"]["score"]) == 0
     dave = json.loads((resumed / "dave" / "results.json").read_text())
     assert "no submission: no .ipynb or .py file in dave/problem1/" in dave["output"]
@@ -151,7 +151,7 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
     rows = csv_rows(resumed)
     assert {s: r["status"] for s, r in rows.items()} == {
         "alice": "kept", "bob": "graded", "carol": "graded", "dave": "kept"}
-    assert float(rows["bob"]["score"]) == 11 and rows["bob"]["sha256"] == file_sha256(bob)
+    assert float(rows["bob"]["score"]) == 10 and rows["bob"]["sha256"] == file_sha256(bob)
     assert rows["carol"]["score"] == csv_rows(straight)["carol"]["score"]
 
 

@@ -19,7 +19,6 @@ import sys
 
 import pytest
 
-from graders.sandbox import namespaces
 
 pytestmark = pytest.mark.slow
 
@@ -30,40 +29,40 @@ FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
 # student -> (total score, {function: regex its output must match}); None: not checked
 # because it depends on this machine's isolation (see the tests below).
 EXPECTED = {
-    "solution": (11, {}),
+    "solution": (10, {}),
     "stub": (0, {"roll_diff": r"not implemented"}),
     # the problem1 corpus
-    "comm_gather_roll": (9.5, {"roll_diff": r"communication observed: .*all-gather"}),
-    "comm_whole_roll": (9.2, {"roll_diff": r"collective-permute over X"}),
+    "comm_gather_roll": (9.0, {"roll_diff": r"communication observed: .*all-gather"}),
+    "comm_whole_roll": (8.8, {"roll_diff": r"collective-permute over X"}),
     "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: stopped after 10 s"}),
-    "crash_one_case": (10.7, {"roll_diff": r"exited with code 3"}),
+    "crash_one_case": (9.8, {"roll_diff": r"exited with code 3"}),
     "forge_events": (0, {"roll_diff": r"not implemented"}),
-    "hang_blocks_alarm": (10.7, {"roll_diff": r"stopped after 8 s without progress"}),
-    "hardcoded_mesh": (9.33, {"block_average_jit": r"cannot reshape array"}),
-    "huge_output": (11, {}),
-    "jit_part_uses_shard_map": (10, {"shard_average_jit": r"must use jax.jit only"}),
+    "hang_blocks_alarm": (9.8, {"roll_diff": r"stopped after 8 s without progress"}),
+    "hardcoded_mesh": (8.33, {"block_average_jit": r"cannot reshape array"}),
+    "huge_output": (10, {}),
+    "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),
     "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
-    "loop_while_tracing": (9, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
-    "memory_hog": (11, {}),
-    "missing_function": (9, {"block_average_shard_map": r"was not defined; define it as"}),
-    "nan_output": (9, {"block_average_shard_map": r"NaN element"}),
-    "raises": (9, {"block_average_shard_map": r"raised while tracing: ValueError"}),
+    "loop_while_tracing": (8, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
+    "memory_hog": (10, {}),
+    "missing_function": (8, {"block_average_shard_map": r"was not defined; define it as"}),
+    "nan_output": (8, {"block_average_shard_map": r"NaN element"}),
+    "raises": (8, {"block_average_shard_map": r"raised while tracing: ValueError"}),
     "reads_solutions": (None, {}),
-    "replicated_output": (9, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
-    "slice_roll": (10.1, {"roll_diff": r"values wrong"}),
+    "replicated_output": (8, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
+    "slice_roll": (9.4, {"roll_diff": r"values wrong"}),
     "tampering": (0, {"roll_diff": r"not implemented"}),
-    "wrong_dtype": (9, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
-    "wrong_shape": (9, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
+    "wrong_dtype": (8, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
+    "wrong_shape": (8, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
     "wrong_signature": (8, {"roll_diff": r"wrong signature"}),
     # tests/submissions/faults
     "truncated": (0, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),
     "not_a_notebook": (0, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
-    "deleted_cells": (9, {"block_average_jit": r"function block_average_jit was not defined"}),
-    "duplicated_cells": (9, {"shard_average_jit": r"values wrong: \d+ of \d+ elements differ"}),
+    "deleted_cells": (8, {"block_average_jit": r"function block_average_jit was not defined"}),
+    "duplicated_cells": (8, {"shard_average_jit": r"values wrong: \d+ of \d+ elements differ"}),
     "empty": (0, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
     "binary": (0, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
     "syntax_error": (0, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),
-    "writes_files": (11, {}),
+    "writes_files": (10, {}),
     "network": (4, {"roll_diff": r"was not defined"}),
 }
 
@@ -146,7 +145,6 @@ def test_the_batch_never_stops(batch):
     assert re.search(rf"{len(EXPECTED)} graded .* 0 kept .* 0 the graders failed on", " ".join(stdout.split()))
 
 
-@pytest.mark.skipif(namespaces() != ("-n", "-m"), reason="needs Linux network and mount namespaces")
 def test_isolated_faults(batch):
     """Can a submission neither plant files in the kit or JAX, nor connect to a local port,
     nor read the solutions, while its right functions keep their marks?"""
@@ -155,7 +153,7 @@ def test_isolated_faults(batch):
     results = json.loads((out / "reads_solutions" / "results.json").read_text())
     assert results["score"] == 0
     writes = json.loads((out / "writes_files" / "results.json").read_text())
-    assert writes["score"] == 11 and "While running" not in writes["output"]
+    assert writes["score"] == 10 and "While running" not in writes["output"]
 
 
 def test_every_fault_file_is_in_the_batch():

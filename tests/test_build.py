@@ -34,6 +34,28 @@ def test_points_match_the_contract(repo_root):
         assert graded == expected
 
 
+def test_every_written_answer_has_a_rubric_for_graders_only(repo_root):
+    """Does every written answer have a model answer in its solution region and a 0-point
+    mark-scheme cell right after it, holding the rubric and the same model answer (shown in
+    formgrader, removed from the release)?"""
+    from assignments.contracts import ASSIGNMENTS
+
+    for name, assignment in ASSIGNMENTS.items():
+        nb = nbformat.read(os.path.join(repo_root, "source", name, f"{name}.ipynb"), as_version=4)
+        ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+        released = open(os.path.join(repo_root, "release", name, f"{name}.ipynb")).read()
+        for written in assignment.written:
+            answer = nb.cells[ids.index(written.name)]
+            assert "### BEGIN SOLUTION" in answer.source, written.name
+            rubric = nb.cells[ids.index(written.name) + 1]
+            meta = rubric.metadata.get("nbgrader", {})
+            assert meta.get("task") and meta.get("points") == 0 and meta.get("grade_id") == f"{written.name}_rubric"
+            assert "### BEGIN MARK SCHEME" in rubric.source and "Rubric" in rubric.source
+            model = answer.source.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0].strip()
+            assert model in rubric.source, f"{written.name}: the mark scheme must repeat the model answer"
+        assert "MARK SCHEME" not in released and "Rubric (" not in released
+
+
 def test_solutions_branch(repo_root, tmp_path):
     """Does the solutions-branch command make a branch whose release notebooks are solved?"""
     clone = tmp_path / "clone"

@@ -1,6 +1,7 @@
 """Visible checks: the same verdicts as the graders, on one small case, shown to students."""
 import importlib.util
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -33,8 +34,8 @@ def test_stub_says_not_implemented(capsys):
     def roll_diff(A, *, mesh, shift):
         raise NotImplementedError()
 
-    result = assignments.check(roll_diff)
-    assert not result.passed
+    with pytest.raises(assignments.CheckFailed, match="roll_diff: not implemented yet"):
+        assignments.check(roll_diff)
     assert "not implemented yet" in capsys.readouterr().out
 
 
@@ -43,7 +44,7 @@ def test_communication_is_named_with_axis_and_bytes():
     def roll_diff(A, *, mesh, shift):
         return jnp.roll(A, shift, axis=0) - A
 
-    result = assignments.check(roll_diff, show=False)
+    result = assignments.check(roll_diff, show=False, raises=False)
     assert not result.result.rule_ok
     assert any("communication observed: collective-permute over X" in p and "bytes" in p
                for p in result.result.problems)
@@ -54,9 +55,76 @@ def test_exception_points_at_the_students_line():
     def shard_average_jit(A, *, mesh):
         return A.reshape(3, -1, 7)
 
-    result = assignments.check(shard_average_jit, show=False)
+    result = assignments.check(shard_average_jit, show=False, raises=False)
     (problem,) = result.result.problems
     assert problem.startswith("raised TypeError while tracing or compiling (in shard_average_jit")
+    assert "A.reshape(3, -1, 7)" in problem
+
+
+def test_jax_explanation_is_kept_whole():
+    """Is JAX's explanation after the first line kept, without kit or JAX frames?"""
+    def shard_average_shard_map(A, *, mesh):
+        return jax.shard_map(lambda b: b.mean(axis=0, keepdims=True), mesh=mesh,
+                             in_specs=P("X", "Y"), out_specs=P("X"))(A)
+
+    (problem,) = assignments.check(shard_average_shard_map, show=False, raises=False).problems
+    assert "out_specs is P('X',)" in problem and "check_vma=False" in problem
+    assert "site-packages" not in problem and "assignments/" not in problem
+
+
+def test_hard_coded_mesh_fails_on_the_second_mesh():
+    """Does a function that hard-codes nX = 2 pass on 2x4 but fail on 4x2, saying why?"""
+    def shard_average_jit(A, *, mesh):
+        S, D = A.shape
+        return jax.jit(lambda a: a.reshape(2, S // 2, D).mean(axis=1),
+                       out_shardings=jax.sharding.NamedSharding(mesh, P("X", "Y")))(A)
+
+    result = assignments.check(shard_average_jit, show=False, raises=False)
+    assert result.result.passed and not result.second.passed and result.second.case.mesh == (4, 2)
+    assert any("read sizes from mesh.shape" in p for p in result.problems)
+
+
+def test_failed_check_raises_a_short_error_naming_the_function():
+    """Does a failed check end its cell in a short CheckFailed (what nbgrader's Validate reports)?"""
+    def block_average_jit(A, *, mesh):
+        return A.mean()
+
+    with pytest.raises(assignments.CheckFailed) as info:
+        assignments.check(block_average_jit, show=False)
+    lines = info.value._render_traceback_()
+    assert lines[0].startswith("CheckFailed: the visible check of block_average_jit did not pass")
+    assert isinstance(info.value, AssertionError) and len(lines) < 8 and max(map(len, lines)) <= 90
+
+
+def test_name_error_says_run_the_first_cell():
+    """Does a name the set-up cell defines, missing after a restart, say to run the first cell?"""
+    def roll_diff(A, *, mesh, shift):
+        return undefined_jnp.roll(A, shift, axis=0) - A  # noqa: F821
+
+    (problem,) = assignments.check(roll_diff, show=False, raises=False).problems
+    assert "NameError" in problem and "run the notebook's first cell" in problem
+
+
+def test_notebook_output_is_html_with_theme_colours():
+    """Does the check panel render as width-free HTML with JupyterLab's theme variables?"""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from assignments import display
+    from assignments.hlo import ProgramAnalysis
+
+    table = display.communication_table(ProgramAnalysis(collectives=(), largest_values=(), temp_bytes=None, num_devices=8), title="t: mesh 2x4")
+    html = display.to_html(table)
+    assert "<table" in html and "no communication" in html and "var(--jp-success-color1" in html
+    panel = display.to_html(Panel(Text("\u2717 bad", style="red"), title="visible check: f [red]failed[/red]"))
+    assert "var(--jp-error-color1" in panel and not re.search(r"[^-]width:", panel)
+    assert "…" not in display.to_text(table)
+
+
+def test_passed_check_shows_no_repr_noise():
+    """Does a passed check, as a cell's last line, display nothing more than its panel?"""
+    result = assignments.check(lambda A, *, mesh: A, part="roll_diff", show=False, raises=False)
+    assert hasattr(result, "_ipython_display_")
 
 
 def test_unknown_function_name():
@@ -71,3 +139,56 @@ def test_report_reads_mesh_from_arrays(mesh_2x4, capsys):
     analysis = assignments.report(lambda a: a.sum(axis=0), A)
     assert [c.kind for c in analysis.collectives][:1] == ["all-reduce"]
     assert "all-reduce" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_nbgrader_validate_tells_the_truth(repo_root, tmp_path):
+    """Does `nbgrader validate` fail the released notebook, naming every unimplemented
+    function, and pass it once the solutions are filled in?"""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    release = os.path.join(repo_root, "release", "problem1", "problem1.ipynb")
+    solved = nbformat.read(os.path.join(repo_root, "solutions", "problem1", "problem1.ipynb"), as_version=4)
+    answers = {c.metadata.nbgrader["grade_id"]: c.source for c in solved.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    worked = nbformat.read(release, as_version=4)
+    for cell in worked.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
+            cell.source = answers[grade_id]
+    nbformat.write(worked, tmp_path / "worked.ipynb")
+    nbformat.write(nbformat.read(release, as_version=4), tmp_path / "problem1.ipynb")
+
+    def validate(name):
+        return subprocess.run([sys.executable, "-m", "nbgrader", "validate", name], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600).stdout
+
+    fresh = validate("problem1.ipynb")
+    assert "VALIDATION FAILED ON 6 CELL(S)" in fresh  # five checks and the unanswered written answer
+    for part in ASSIGNMENTS["problem1"].parts:
+        assert f"CheckFailed: the visible check of {part.name} did not pass" in fresh
+    assert "Success! Your notebook passes all the tests." in validate("worked.ipynb")
+
+
+def test_cells_run_before_the_set_up_say_run_the_first_cell(tmp_path):
+    """After a kernel restart with the set-up cell skipped, does a check cell say to run the
+    cells above (set-up first) rather than end in a bare NameError?"""
+    import nbformat
+    from nbclient import NotebookClient
+
+    check_cell = "from assignments import check\ncheck({})"
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(check_cell.format("shard_average_jit")),   # its cell not run either
+        nbformat.v4.new_code_cell("def roll_diff(A, *, mesh, shift):\n    return jnp.roll(A, shift, axis=0) - A"),
+        nbformat.v4.new_code_cell(check_cell.format("roll_diff")),
+    ])
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    (undefined,) = nb.cells[0].outputs
+    assert undefined.ename == "NameError" and "Run All Above Selected Cell" in "\n".join(undefined.traceback)
+    shown = "".join(o.get("data", {}).get("text/plain", "") for o in nb.cells[2].outputs)
+    assert "name 'jnp' is not defined" in shown and "run the notebook's first cell" in shown
+    assert nb.cells[2].outputs[-1].ename == "CheckFailed"

@@ -13,7 +13,7 @@ from jax.sharding import NamedSharding
 from assignments.contracts import get_assignment
 from assignments.evaluate import make_mesh, place
 from graders.distributed import check_submission, free_port, run_distributed
-from graders.hidden import HIDDEN_SEED, hidden_cases, hidden_inputs
+from graders.hidden import case_seed, hidden_cases, hidden_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSIGNMENTS = ["problem1"]
@@ -54,7 +54,7 @@ def test_reference_solutions_match_one_process(assignment, tmp_path):
             mesh = make_mesh(case.mesh, getattr(part, "axis_types", "auto"))
             blob = export(getattr(solutions, part.name), part, case, mesh)
             (tmp_path / f"{cid}.jaxexport").write_bytes(blob)
-            arrays = hidden_inputs(spec, part, case, HIDDEN_SEED + i)
+            arrays = hidden_inputs(spec, part, case, case_seed(spec.name, part.name, i))
             exported = jax.export.deserialize(bytearray(blob))
             out = jax.jit(exported.call)(*place(arrays, part, mesh))
             single[cid] = (np.asarray(out), str(out.sharding.spec))

@@ -20,9 +20,9 @@ import pytest
 from grading import cached_grader
 
 import assignments.evaluate
+from assignments.contracts import get_assignment
 from graders import Limits, SubmissionResult
 from graders.samples import notebook_from
-from graders.sandbox import namespaces
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
@@ -30,8 +30,8 @@ SOLUTION_PY = os.path.join(REPO_ROOT, "solutions", "problem1.py")
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
 RELEASE_NB = os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb")
 
-POINTS = {"shard_average_jit": 2, "shard_average_shard_map": 2, "block_average_jit": 2,
-          "block_average_shard_map": 2, "roll_diff": 3}
+POINTS = {p.name: p.points for p in get_assignment("problem1").parts}
+TOTAL = sum(POINTS.values())
 
 FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
 """Small limits for everything; the timeout tests pass smaller ones still."""
@@ -42,8 +42,10 @@ def grade():
     return cached_grader("problem1", CORPUS, FAST)
 
 
-def assert_only_broken(result: SubmissionResult, broken: str, score: float, message: str) -> None:
-    """`broken` scores exactly `score` and its output matches `message`; all others full marks."""
+def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
+    """`broken` scores exactly `share` of its points and its output matches `message`; all
+    others full marks."""
+    score = round(POINTS[broken] * share, 2)
     assert [p.name for p in result.parts] == list(POINTS)
     for part in result.parts:
         assert part.max_score == POINTS[part.name]
@@ -66,9 +68,9 @@ def failing_cases(result: SubmissionResult, name: str):
 
 @pytest.mark.parametrize("path", [SOLUTION_PY, SOLUTION_NB], ids=["module", "notebook"])
 def test_solution_gets_full_marks(grade, path):
-    """Does the reference solution, as a module and as the solutions notebook, get 11/11?"""
+    """Does the reference solution, as a module and as the solutions notebook, get 10/10?"""
     result = grade(path)
-    assert result.score == result.max_score == 11
+    assert result.score == result.max_score == TOTAL
     assert result.problems == []
     for part in result.parts:
         assert part.passed, part.output
@@ -92,7 +94,7 @@ def test_whole_array_roll_loses_communication_points(grade):
     result = grade("comm_whole_roll")
     # Right (and communication-free) only where no row crosses an X-shard: nX == 1, a zero
     # shift, or a shift of the whole array (2x2 mesh, 6 rows, shift 6): 4 of 10 cases.
-    assert_only_broken(result, "roll_diff", 1.2,
+    assert_only_broken(result, "roll_diff", 4 / 10,
                        r"communication observed: collective-permute over X .*allowed: none")
     for c in failing_cases(result, "roll_diff"):
         assert not c.values_ok and not c.rule_ok
@@ -103,7 +105,7 @@ def test_whole_array_roll_loses_communication_points(grade):
 def test_gather_then_roll_keeps_only_the_values_half(grade):
     """Do right values with an all-gather nobody needs earn exactly half of roll_diff's points?"""
     result = grade("comm_gather_roll")
-    assert_only_broken(result, "roll_diff", 1.5, r"communication observed: .*all-gather over X.*allowed: none")
+    assert_only_broken(result, "roll_diff", 0.5, r"communication observed: .*all-gather over X.*allowed: none")
     cases = result.part("roll_diff").cases
     assert all(c.values_ok and not c.rule_ok for c in cases)
 
@@ -111,7 +113,7 @@ def test_gather_then_roll_keeps_only_the_values_half(grade):
 def test_hard_coded_mesh_sizes_fail_on_other_meshes(grade):
     """Does reshaping with the visible check's literal 2 and 4 pass only on the 2x4 mesh?"""
     result = grade("hardcoded_mesh")
-    assert_only_broken(result, "block_average_jit", 0.33,
+    assert_only_broken(result, "block_average_jit", 1 / 6,
                        r"raised while tracing: TypeError .*cannot reshape array")
     passing = [c.case.mesh for c in result.part("block_average_jit").cases if c.passed]
     assert passing == [(2, 4)]
@@ -128,7 +130,7 @@ def test_replicated_output_is_wrong_sharding(grade):
 def test_slicing_roll_fails_on_large_shifts(grade):
     """Does a roll by slicing, right only while |shift| < rows per shard, lose exactly those cases?"""
     result = grade("slice_roll")
-    assert_only_broken(result, "roll_diff", 2.1, r"values wrong: \d+ of \d+ elements differ")
+    assert_only_broken(result, "roll_diff", 0.7, r"values wrong: \d+ of \d+ elements differ")
     for c in result.part("roll_diff").cases:
         rows = c.case.sizes["S"] // c.case.mesh[0]
         shift = c.case.statics["shift"]
@@ -163,7 +165,7 @@ def test_nan_output(grade):
 def test_jit_only_part_written_with_shard_map(grade):
     """Does a jit-only part written with shard_map keep the values half and lose the style half?"""
     result = grade("jit_part_uses_shard_map")
-    assert_only_broken(result, "shard_average_jit", 1.0,
+    assert_only_broken(result, "shard_average_jit", 0.5,
                        r"shard_average_jit must use jax.jit only, but the program contains a shard_map")
     assert all(c.values_ok and not c.rule_ok for c in result.part("shard_average_jit").cases)
 
@@ -227,16 +229,16 @@ def test_infinite_loop_at_top_level(grade):
 def test_crash_costs_only_the_case_it_was_on(grade):
     """When the process dies while tracing one case, is only that case lost (and the rest graded)?"""
     result = grade("crash_one_case")
-    assert_only_broken(result, "roll_diff", 2.7,
-                       r"the process running it exited with code 3")
+    assert_only_broken(result, "roll_diff", 0.9,
+                       r"the process exited with code 3 before finishing")
     assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
 
 
 def test_hang_that_blocks_the_time_limit_is_killed(grade):
     """Does the stall watchdog kill a hang that blocks SIGALRM, blaming only that case?"""
     result = grade("hang_blocks_alarm", Limits(cell_timeout=5, case_timeout=2, stall_timeout=10))
-    assert_only_broken(result, "roll_diff", 2.7,
-                       r"stopped after 10 s without progress \(an infinite loop\?\)")
+    assert_only_broken(result, "roll_diff", 0.9,
+                       r"(ran longer than|made no progress for) \d+ s and was stopped \(an infinite loop")
     assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
 
 
@@ -244,7 +246,7 @@ def test_memory_hog_at_top_level(grade):
     """Does a 40 GB allocation at top level hit the memory limit as a MemoryError, reported
     to the student, without costing the functions defined before it?"""
     result = grade("memory_hog")
-    assert result.score == 11
+    assert result.score == TOTAL
     assert len(result.problems) == 1
     assert re.search(r"submission raised MemoryError \(submission, line \d+: table = np.ones",
                      result.problems[0])
@@ -255,7 +257,7 @@ def test_memory_hog_at_top_level(grade):
 def test_huge_printed_output(grade):
     """Does a submission printing 50 MB while importing still grade normally?"""
     result = grade("huge_output")
-    assert result.score == 11
+    assert result.score == TOTAL
     assert result.problems == []
     gradescope = json.dumps(result.to_gradescope())
     assert "xxxxxxxxxx" not in gradescope and len(gradescope) < 20_000
@@ -285,10 +287,10 @@ def test_forged_events_do_not_crash_the_grader(grade):
     result = grade("forge_events")
     assert result.score == 0
     for part in result.parts:
-        assert re.search(r"not implemented", part.output), part.output
+        assert re.search(r"wrote to the graders' channel something that is not part of the "
+                         r"grading protocol", part.output), part.output
 
 
-@pytest.mark.skipif(namespaces() != ("-n", "-m"), reason="needs Linux network and mount namespaces")
 def test_reading_the_solutions_from_disk_gets_nothing(grade):
     """Does executing solutions/problem1.py read as a file (not imported) get no marks?"""
     result = grade("reads_solutions")
@@ -302,7 +304,7 @@ def test_a_compiled_program_that_never_ends_costs_only_its_cases(grade):
                    only=["shard_average_jit", "shard_average_shard_map"])
     hang, fine = result.part("shard_average_jit"), result.part("shard_average_shard_map")
     assert hang.score == 0 and fine.score == fine.max_score
-    assert re.search(r"running the compiled program: stopped after 8 s without progress", hang.output)
+    assert re.search(r"running the compiled program: it ran longer than 8 s and was stopped", hang.output)
 
 
 # --- notebooks -----------------------------------------------------------------------------
@@ -362,7 +364,7 @@ def test_cli_writes_gradescope_results(tmp_path):
 
     results = json.loads(out.read_text())
     assert isinstance(results["score"], (int, float))
-    assert results["score"] == pytest.approx(2 + 1.2)
+    assert results["score"] == pytest.approx(2 + 0.8)
     assert isinstance(results["output"], str)
     tests = results["tests"]
     assert [t["name"] for t in tests] == ["shard_average_jit", "roll_diff"]
@@ -373,7 +375,7 @@ def test_cli_writes_gradescope_results(tmp_path):
     assert results["score"] == pytest.approx(sum(t["score"] for t in tests))
     first, roll = tests
     assert (first["score"], first["max_score"], first["status"]) == (2, 2, "passed")
-    assert (roll["score"], roll["max_score"], roll["status"]) == (1.2, 3, "failed")
+    assert (roll["score"], roll["max_score"], roll["status"]) == (0.8, 2, "failed")
     assert re.search(r"communication observed: collective-permute over X", roll["output"])
 
 

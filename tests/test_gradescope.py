@@ -77,7 +77,7 @@ def test_bundle_contents(bundle):
         requirements = z.read("requirements.txt").decode()
     assert {"setup.sh", "run_autograder", "requirements.txt", "gradescope.json"} <= names
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
-    assert {"graders/harness.py", "graders/judge_worker.py", "graders/hidden/problem1.py",
+    assert {"graders/harness.py", "assignments/judge_worker.py", "graders/hidden/problem1.py",
             "assignments/export_worker.py", "assignments/contracts/problem1.py"} <= names
     assert not [n for n in names if n.startswith(("solutions", "tests", "source", "graders/samples"))
                 or n.endswith(".ipynb") or "__pycache__" in n]
@@ -102,7 +102,7 @@ def test_run_autograder_grades_the_solution(tmp_path, bundle):
     root = autograder(tmp_path, bundle, {"problem1.ipynb": SOLUTION_NB, "notes.py": MISTAKES})
     results = run_autograder(root)
     assert_valid_results(results)
-    assert results["score"] == 11
+    assert results["score"] == 10
     assert {t["name"]: t["visibility"] for t in results["tests"]}["roll_diff"] == "after_published"
     assert "graded problem1.ipynb; 1 other file(s) ignored" in results["output"]
 
@@ -111,7 +111,7 @@ def test_run_autograder_partial_credit_from_a_module(tmp_path, bundle):
     """Is a .py submission graded too, with the same score as `python -m graders`?"""
     results = run_autograder(autograder(tmp_path, bundle, {"my_work.py": MISTAKES}))
     assert_valid_results(results)
-    assert results["score"] == pytest.approx(9.2)
+    assert results["score"] == pytest.approx(8.8)
 
 
 def test_run_autograder_without_a_notebook(tmp_path, bundle):

@@ -16,7 +16,8 @@ from grading import cached_grader
 from assignments.contract import Case
 from assignments.contracts import get_assignment
 from assignments.export_worker import signature_problem
-from assignments.hlo import ArrayShape, ProgramAnalysis, Value
+from assignments.contracts.problem2 import BYTES_FACTOR, TokensByAllToAll
+from assignments.hlo import ArrayShape, Collective, ProgramAnalysis, Value
 from assignments.rules import NoValueAtLeast, OnlyWhen
 from graders import Limits
 from graders.hidden import hidden_cases, hidden_inputs
@@ -26,7 +27,8 @@ CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem2")
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem2", "problem2.ipynb")
 RELEASE_NB = os.path.join(REPO_ROOT, "release", "problem2", "problem2.ipynb")
 ASSIGNMENT = get_assignment("problem2")
-POINTS = {"moe_local": 2, "moe_jit": 1, "moe_allgather": 2, "moe_all_to_all": 4, "moe_topk": 3}
+POINTS = {"moe_local": 3, "moe_jit": 1, "moe_allgather": 2, "moe_all_to_all": 8, "moe_topk": 1,
+          "moe_allgather_x": 1, "moe_all_to_all_x": 2}
 FAST = Limits(cell_timeout=20, case_timeout=20, stall_timeout=60)
 
 
@@ -86,13 +88,17 @@ def test_hidden_routings_are_adversarial():
                 seen.add("one expert")
                 assert used == 1
             elif s["experts_used"] < s["E"]:
-                seen.add("idle experts")
+                seen.add("skewed, idle experts")
             else:
                 seen.add("uniform")
+                # Even: within each row of devices, every expert gets its share, give or take one.
+                for row in B.reshape(s["nX"], -1):
+                    counts = np.bincount(row, minlength=s["E"])
+                    assert counts.max() - counts.min() <= 1, (case.label, counts)
             if s.get("k") == s["E"]:
                 seen.add("k = E")
                 assert all(sorted(row) == list(range(s["E"])) for row in B)
-    assert seen == {"one expert", "idle experts", "uniform", "k = E"}
+    assert seen == {"one expert", "skewed, idle experts", "uniform", "k = E"}
 
 
 def test_activation_rule_applies_only_when_x_is_split():
@@ -137,7 +143,7 @@ def test_dense_gather_loses_the_memory_half(grade):
     """Does the W[B] gather keep moe_local's values half, lose the rule half, and name the [S, D, F] value?"""
     result = grade("dense_gather", only=["moe_local", "moe_jit"])
     local, jit = result.part("moe_local"), result.part("moe_jit")
-    assert local.score == pytest.approx(1.0)
+    assert local.score == pytest.approx(POINTS["moe_local"] / 2)
     assert all(c.values_ok and not c.rule_ok for c in local.cases)
     for c in local.cases:
         s = c.case.sizes
@@ -156,9 +162,12 @@ def test_all_gather_over_x_in_the_loop_loses_the_rule_half(grade):
         assert c.values_ok
         assert c.rule_ok == (c.case.mesh[0] == 1), c.problems
     broken = [c for c in part.cases if not c.rule_ok]
-    assert part.score == pytest.approx(round(4 * (len(part.cases) - len(broken) / 2) / len(part.cases), 2))
-    assert re.search(r"communication observed: all-gather over X of s32\[[\d,]+\] \(\d+ bytes\) an unknown "
-                     r"number of times; allowed: no all-gather over X\. Tokens should travel", part.output)
+    assert part.score == pytest.approx(round(POINTS["moe_all_to_all"] * (len(part.cases) - len(broken) / 2) / len(part.cases), 2))
+    # The loop's trip count depends on the routing: counted when run. Integer ids are not
+    # "tokens gathered everywhere".
+    assert re.search(r"communication observed: all-gather over X of s32\[[\d,]+\] \(\d+ bytes\) x\d+; "
+                     r"allowed: no all-gather over X\. That gathers integer routing data", part.output)
+    assert "gathered everywhere" not in part.output
 
 
 def _overflows(case: Case, seed: int) -> bool:
@@ -176,12 +185,12 @@ def _overflows(case: Case, seed: int) -> bool:
 def test_fixed_capacity_drops_tokens_when_an_expert_is_overloaded(grade):
     """Does an all-to-all with a fixed number of rounds (a capacity) fail exactly the cases that
     overload a device (every token to one expert among them), on values and nothing else?"""
-    from graders.hidden import HIDDEN_SEED
+    from graders.hidden import case_seed
 
     result = grade("fixed_capacity", only=["moe_all_to_all"])
     part = result.part("moe_all_to_all")
     for index, c in enumerate(part.cases):
-        dropped = _overflows(c.case, HIDDEN_SEED + index)
+        dropped = _overflows(c.case, case_seed(ASSIGNMENT.name, "moe_all_to_all", index))
         assert c.values_ok == (not dropped), (c.case.label, c.problems)
         assert c.rule_ok, c.problems
         if c.case.sizes["experts_used"] == 1 and c.case.mesh[0] > 1:
@@ -211,11 +220,98 @@ def test_topk_that_sums_fails_every_k_above_one(grade):
         assert c.values_ok == (c.case.sizes["k"] == 1), (c.case.label, c.problems)
     ones = sum(c.case.sizes["k"] == 1 for c in part.cases)
     assert ones >= 1
-    assert part.score == pytest.approx(round(3 * ones / len(part.cases), 2))
+    assert part.score == pytest.approx(round(POINTS["moe_topk"] * ones / len(part.cases), 2))
     assert re.search(r"values wrong", part.output)
 
 
-TESTED = {"dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum"}
+def test_latest_shardings_dense_gather_loses_half_and_scan_or_ragged_dot_pass(grade):
+    """With the book's latest shardings (W[E_X, D, F], A[S_X, D]), does the dense W[B] gather in
+    moe_allgather_x keep the values half and lose the memory half on every case, while
+    jax.lax.ragged_dot (moe_local) and a jax.lax.scan over experts (moe_all_to_all_x) get
+    full marks?"""
+    result = grade("dense_gather_x", only=["moe_local", "moe_allgather_x", "moe_all_to_all_x"])
+    dense = result.part("moe_allgather_x")
+    assert dense.score == pytest.approx(POINTS["moe_allgather_x"] / 2)
+    assert all(c.values_ok and not c.rule_ok for c in dense.cases)
+    for c in dense.cases:
+        s = c.case.all_sizes
+        assert re.search(rf"f32\[{s['S']},{s['D']},{s['F']}\] .*allowed: no value with "
+                         rf"{s['S'] * s['D'] * s['F'] // s['nX']:,} or more elements \(the dense gather "
+                         rf"of a device's own tokens", "; ".join(c.problems))
+    for name in ("moe_local", "moe_all_to_all_x"):
+        part = result.part(name)
+        assert part.score == part.max_score == POINTS[name], part.output
+
+
+def test_latest_shardings_are_the_books():
+    """Do the latest-sharding parts take W at P('X', None, None) and A at P('X', None), and
+    return P('X', None)?"""
+    for name in ("moe_allgather_x", "moe_all_to_all_x"):
+        part = ASSIGNMENT.part(name)
+        assert [a.spec for a in part.args] == [("X", None, None), ("X", None), ("X",)]
+        assert part.result.spec == ("X", None)
+        assert part.signature == f"{name}(W, A, B, *, mesh)"
+
+
+def test_byte_bound_reads_the_routing():
+    """Is the all-to-all's need computed from the case's routing (the busiest pair of rows,
+    times nX blocks, times a token there and its result back), and does the rule state the
+    factor, observed against allowed, on a hand-built analysis?"""
+    rule = TokensByAllToAll(result=lambda s: s["F"] // s["nY"])
+    case = Case((2, 4), {"S": 8, "D": 4, "F": 8, "E": 4})
+    B = np.array([0, 0, 0, 2, 1, 1, 3, 3], np.int32)  # row 0 sends 3 to row 0, 1 to row 1
+    m, need = rule.need(case, B)
+    assert m == 3 and need == 2 * 3 * (4 + 2) * 4
+
+    def all_to_all(count):
+        return Collective("all-to-all", ("X",), (ArrayShape("f32", (2, 3, 6)),), (), count, 2)
+
+    ok = ProgramAnalysis((all_to_all(2),), (), None, 8)
+    assert rule.violations(ok, case, [None, None, B]) == []
+    [message] = rule.violations(ProgramAnalysis((all_to_all(3),), (), None, 8), case, [None, None, B])
+    assert re.search(rf"moves 432 bytes per device over X; allowed: at most {BYTES_FACTOR}x the 144 "
+                     r"that an all-to-all routing each token only to its expert's row needs", message)
+    reduce = Collective("all-reduce", ("X",), (ArrayShape("f32", (2, 3, 6)),), (), 1, 2)
+    [message] = rule.violations(ProgramAnalysis((reduce,), (), None, 8), case, [None, None, B])
+    assert message.startswith("no all-to-all over X moves the tokens (observed over X: all-reduce")
+    assert rule.violations(ProgramAnalysis((reduce,), (), None, 8), Case((1, 8), case.sizes), [None, None, B]) == []
+
+
+def test_every_token_to_every_row_moves_too_many_bytes(grade):
+    """Does an all-to-all that sends every token to every row keep its values and lose the rule
+    half on every evenly routed case with nX >= 2 (where it moves nX times what is needed), for
+    moe_all_to_all and moe_topk, with the bound stated?"""
+    result = grade("moe_all_to_all_every_row", only=["moe_all_to_all", "moe_topk"])
+    for name in ("moe_all_to_all", "moe_topk"):
+        part = result.part(name)
+        assert all(c.values_ok for c in part.cases), part.output
+        even = [c for c in part.cases if c.case.sizes["experts_used"] == c.case.sizes["E"]
+                and c.case.mesh[0] > 1]
+        assert even and all(not c.rule_ok for c in even), part.output
+        assert all(c.rule_ok for c in part.cases if c.case.mesh[0] == 1)
+        assert re.search(rf"moves [\d,]+ bytes per device over X; allowed: at most {BYTES_FACTOR}x the "
+                         r"[\d,]+ that an all-to-all routing each token only to its expert's row needs "
+                         r"on this routing \(nX=\d blocks per round, \d+ \(token, expert\) pairs", part.output)
+        assert part.score < part.max_score
+
+
+def test_all_reduce_broadcast_is_not_an_all_to_all(grade):
+    """Does broadcasting each round's tokens with an all-reduce (no all-to-all) keep its values
+    and lose the rule half on every case with nX >= 2, with one message saying so?"""
+    part = grade("moe_allreduce_broadcast", only=["moe_all_to_all"]).part("moe_all_to_all")
+    for c in part.cases:
+        assert c.values_ok, c.problems
+        assert c.rule_ok == (c.case.mesh[0] == 1), c.problems
+        if not c.rule_ok:
+            assert len(c.problems) == 1, c.problems
+            assert re.search(r"no all-to-all over X moves the tokens \(observed over X: all-reduce over X "
+                             r"of f32.*allowed: tokens travel to the rows that own their experts with "
+                             r"jax.lax.all_to_all over X\. An all-reduce or all-gather that broadcasts them",
+                             c.problems[0])
+
+
+TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum",
+          "dense_gather_x"}
 
 
 def test_every_corpus_file_is_tested():

@@ -7,12 +7,14 @@ import re
 import pytest
 from grading import cached_grader
 
-from assignments.hlo import Collective
+from assignments.contract import Case
+from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+from assignments.rules import HalfBlocks
 from graders import Limits
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem4")
-POINTS = {"allreduce_matmul_bidirectional": 4, "reducescatter_matmul_bidirectional": 4,
+POINTS = {"allreduce_matmul_bidirectional": 5, "reducescatter_matmul_bidirectional": 4,
           "allgather_matmul_bidirectional": 2}
 LIMITS = Limits(cell_timeout=30, case_timeout=30, stall_timeout=60)
 
@@ -76,7 +78,38 @@ def test_hard_coded_ring_of_four(grade):
         assert part.score <= part.max_score * 2 / 6 + 1e-9, part.output
 
 
+def test_half_blocks_allow_one_row_or_column_of_slack_only_when_odd():
+    """Does the half-block rule ask for exactly half of an even block, accept a split within one
+    row or column of half when a dimension is odd, and reject one column against the rest?"""
+    def permute(rows, cols):
+        return Collective("collective-permute", ("Y",), (ArrayShape("f32", (rows, cols)),), (), 1, 4, (1,))
+
+    case = Case((2, 4), {})
+    even = HalfBlocks("Y", lambda s: 4, lambda s: 4)
+    assert even.violations(ProgramAnalysis((permute(4, 2), permute(2, 4)), (), None, 8), case) == []
+    [message] = even.violations(ProgramAnalysis((permute(4, 1), permute(4, 3)), (), None, 8), case)
+    assert re.search(r"collective-permute of the wrong size: .*f32\[4,1\].*f32\[4,3\].*; allowed: 8 "
+                     r"elements each, half of a \[4, 4\] block", message)
+    odd = HalfBlocks("Y", lambda s: 3, lambda s: 5)  # halves: 3x2 or 3x3, or 1x5 or 2x5
+    assert odd.violations(ProgramAnalysis((permute(3, 2), permute(3, 3)), (), None, 8), case) == []
+    assert odd.violations(ProgramAnalysis((permute(3, 1),), (), None, 8), case)
+
+
+def test_uneven_split_both_ways(grade):
+    """Does an all-gather ring sending one column one way and the rest the other keep its values
+    and lose the rule half wherever a block has more than two columns, naming the sizes?"""
+    part = grade("bidir_uneven_split", only=["allgather_matmul_bidirectional"]).part(
+        "allgather_matmul_bidirectional")
+    assert all(c.values_ok for c in part.cases), part.output
+    for c in part.cases:
+        s = c.case.all_sizes
+        assert c.rule_ok == (s["nY"] == 1 or s["D"] // s["nY"] <= 2), (c.case.label, c.problems)
+    assert part.score < part.max_score
+    assert re.search(r"collective-permute of the wrong size: collective-permute over Y of f32\[\d+,1\]",
+                     part.output)
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem4 graded above?"""
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
-        "one_way", "full_chunks_both_ways", "hardcoded_ny4"}
+        "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split"}

@@ -122,9 +122,11 @@ def test_training_step_that_gathers_the_batch_loses_the_communication_half(grade
     """Does a step that constrains the batch to be replicated (an all-gather of xs and ys)
     keep its values but lose the communication half?"""
     part = broken(grade, "dp_gathers_batch", "dp_train_step", 1.88,
-                  r"all-gather over .* of f32\[\d+,1\].*allowed: no all-gather\. "
+                  r"all-gather over .* of f32\[\d+,1\].*allowed: only all-reduce\. "
                   r"Each device needs only the gradient")
     assert all(c.values_ok for c in part.cases)
+    for c in part.cases:  # one fault, one message
+        assert sum("all-gather" in p for p in c.problems) <= 1, c.problems
 
 
 def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):
@@ -165,8 +167,11 @@ def test_layer_without_its_constraints_does_not_shard_the_work(grade):
 
 
 def test_placing_inside_jit_fails_clearly(grade):
-    """Does device_put inside jax.jit (JAX refuses the one-device input) score 0 with JAX's reason?"""
-    broken(grade, "place_inside_jit", "place", 0, r"raised while tracing: ValueError .*incompatible devices")
+    """Does device_put inside jax.jit (JAX refuses the one-device input) fail every mesh of more
+    than one device with JAX's reason? (On the 1x1 mesh it is right: one device, nothing to refuse.)"""
+    part = broken(grade, "place_inside_jit", "place", 0.25,
+                  r"raised while tracing: ValueError .*incompatible devices")
+    assert mesh_of_passing_cases(part) == {(1, 1)}
 
 
 def test_sum_left_to_the_compiler_has_the_wrong_sharding(grade):
@@ -200,5 +205,36 @@ def test_ambiguous_matmul_on_an_explicit_mesh_is_a_type_error(grade):
 def test_resolving_the_ambiguity_by_gathering_loses_the_communication_half(grade):
     """Does resharding x to gather its columns keep the values but lose the communication half?"""
     part = broken(grade, "explicit_reshard_gather", "explicit_matmul", 1.25,
-                  r"all-gather over Y .*allowed: no all-gather")
+                  r"all-gather over Y .*allowed: only all-reduce, reduce-scatter\. .*out_sharding=")
     assert all(c.values_ok for c in part.cases)
+    for c in part.cases:  # one fault, one message
+        assert sum("all-gather" in p for p in c.problems) <= 1, c.problems
+
+
+def test_wrong_sharding_on_an_explicit_mesh_points_at_out_sharding(grade):
+    """Does a matmul given the wrong out_sharding fail its values (sharding) wherever Y splits
+    the output, with a hint about out_sharding= on the operation
+    (not out_shardings on jax.jit)?"""
+    part = grade("explicit_wrong_sharding", only=["explicit_matmul"]).part("explicit_matmul")
+    assert part.score == pytest.approx(part.max_score / 4, abs=0.01)  # 1 case of 4 passes
+    assert re.search(r"wrong sharding: got P\('X', None\), expected P\('X', 'Y'\) \(on an Explicit "
+                     r"mesh .*pass out_sharding= to the operation", part.output), part.output
+    assert "out_shardings to jax.jit" not in part.output
+    assert mesh_of_passing_cases(part) == {(1, 1)}
+
+
+def test_hard_coded_learning_rate_is_not_blamed_on_pmean(grade):
+    """Does a step with lr hard-coded to 0.1 fail the cases with another lr, without the
+    pmean hint (which is for a step exactly N times too long)?"""
+    part = grade("dp_hardcoded_lr", only=["dp_train_step"]).part("dp_train_step")
+    assert part.score == pytest.approx(part.max_score / 4, abs=0.01)  # 1 case of 4 passes
+    assert re.search(r"w: values wrong", part.output), part.output
+    assert "summed over the devices" not in part.output
+    assert {c.case.statics["lr"] for c in part.cases if c.passed} == {0.1}
+
+
+def test_bfloat16_round_trip_in_place_is_caught(grade):
+    """Does placing x after a bfloat16 round trip (exact on small integers, not on random floats)
+    lose place's values on every mesh?"""
+    part = broken(grade, "place_bf16_roundtrip", "place", 0, r"values wrong")
+    assert mesh_of_passing_cases(part) == set()

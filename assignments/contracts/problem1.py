@@ -66,7 +66,7 @@ ASSIGNMENT = Assignment(
             "The same values and sharding as block_average_jit, written with shard_map.",
             Arg("out", ("nX", "nY"), ("X", "Y")), block_average, "shard_map"),
         Part(
-            name="roll_diff", points=3,
+            name="roll_diff", points=2,
             task="Inside each X-shard, roll(rows, shift, axis=0) - rows, for any static shift.",
             args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rule=NO_COMM,
             reference=roll_within_shards, statics=("shift",),

@@ -38,6 +38,20 @@ def gelu(x):
     return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
+def scaled_inputs(*args: Arg):
+    """A generator of random floats for `args`: the first (the activations) N(0, 1), each
+    weight matrix N(0, 1/rows), so every product's elements stay of order one. gelu's input
+    In @ Win then lies roughly in [-3, 3], its curved region, where the tanh form differs
+    from the erf form (and from relu)."""
+    def generate(case: Case, rng) -> list[np.ndarray]:
+        out = []
+        for i, arg in enumerate(args):
+            shape = arg.shape(case)
+            out.append((rng.standard_normal(shape) / np.sqrt(shape[0] if i else 1)).astype(np.float32))
+        return out
+    return generate
+
+
 def matmul(a, w, *, mesh):
     return a @ w
 
@@ -60,6 +74,11 @@ def jit_block(x, w_in, w_out, *, mesh):
 
 A = Arg("A", ("B", "D"), ("X", "Y"))
 T = Arg("T", ("B", "F"), ("X", "Y"))
+W_COLS = Arg("W", ("D", "F"), (None, "Y"))
+W_ROWS = Arg("W", ("D", "F"), ("Y", None))
+W2 = Arg("W2", ("F", "D"), ("Y", None))
+BLOCK_ARGS = (Arg("In", ("B", "D"), ("X", "Y")), Arg("Win", ("D", "F"), (None, "Y")),
+              Arg("Wout", ("F", "D"), ("Y", None)))
 NOT_GATHERED = ("A collective matmul never gathers the whole operand: it moves one block per "
                 "step around the Y ring while the matmul of the previous block runs.")
 
@@ -69,10 +88,10 @@ ASSIGNMENT = Assignment(
     book_url="https://jax-ml.github.io/scaling-book/jax-stuff/",
     parts=(
         Part(
-            name="allgather_matmul", points=3,
+            name="allgather_matmul", points=2,
             task="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] as a ring of collective-permutes "
                  "(the book's worked example, made to run on current JAX).",
-            args=(A, Arg("W", ("D", "F"), (None, "Y"))), result=Arg("out", ("B", "F"), ("X", "Y")),
+            args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
             rule=ring_of_permutes(why=NOT_GATHERED), reference=matmul, visible_case=VISIBLE,
             baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
         ),
@@ -80,7 +99,7 @@ ASSIGNMENT = Assignment(
             name="allreduce_matmul", points=3,
             task="A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the reduction over Y split into pieces "
                  "over F so that it can overlap the matmul.",
-            args=(A, Arg("W", ("D", "F"), ("Y", None))), result=Arg("out", ("B", "F"), ("X", None)),
+            args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
             rule=AllOf((
                 Forbid("all-gather", why="Only the partial sums need reducing; nothing needs gathering."),
                 SplitReduction("Y", pieces=2),
@@ -91,21 +110,19 @@ ASSIGNMENT = Assignment(
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", None)), cost_case=BOOK,
         ),
         Part(
-            name="reducescatter_matmul", points=3,
+            name="reducescatter_matmul", points=4,
             task="T[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], permuting partial results as they "
                  "accumulate, moving the minimum.",
-            args=(T, Arg("W2", ("F", "D"), ("Y", None))), result=Arg("out", ("B", "D"), ("X", "Y")),
+            args=(T, W2), result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(T, W2),
             rule=ring_of_permutes(why="Send each partial [B/nX, D/nY] block on around the ring "
                                       "instead of reducing the whole product."),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
         ),
         Part(
-            name="transformer_block", points=3,
+            name="transformer_block", points=1,
             task="gelu(In[B_X, D_Y] @ Win[D, F_Y]) @ Wout[F_Y, D] -> Out[B_X, D_Y], with both "
                  "matmuls' communication overlapped.",
-            args=(Arg("In", ("B", "D"), ("X", "Y")), Arg("Win", ("D", "F"), (None, "Y")),
-                  Arg("Wout", ("F", "D"), ("Y", None))),
-            result=Arg("out", ("B", "D"), ("X", "Y")),
+            args=BLOCK_ARGS, result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(*BLOCK_ARGS),
             rule=ring_of_permutes(rings=2, why=NOT_GATHERED), reference=block, visible_case=VISIBLE,
             baseline=jit_block, cost_case=BOOK,
         ),

@@ -10,20 +10,23 @@ from __future__ import annotations
 from jax.sharding import PartitionSpec as P
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import AllOf, BothDirections, Exactly, MaxTotalBytes, OnlyKinds
-from .problem3 import BOOK, F32, _block, jit_matmul, matmul
+from ..rules import AllOf, BothDirections, Exactly, HalfBlocks, MaxTotalBytes, OnlyKinds
+from .problem3 import BOOK, F32, T, W2, W_COLS, W_ROWS, _block, jit_matmul, matmul, scaled_inputs
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
-A = Arg("A", ("B", "D"), ("X", "Y"))
+A = Arg("A", ("B", "D"), ("X", "Y"))  # the same as problem3's
 
 
-def _half_block(s):
-    return _block(s) // 2
+def _rows(s):
+    return s["B"] // s["nX"]
 
 
-def bidirectional(count, elements, total_bytes=None, what="") -> AllOf:
-    rules = [OnlyKinds(("collective-permute",)), BothDirections("Y"),
-             Exactly("collective-permute", count, elements=elements, axes=("Y",))]
+def bidirectional(count, cols, total_bytes=None, what="") -> AllOf:
+    """Permutes only, both ways round the Y ring, `count` of them (when given), each carrying
+    half a [B/nX, cols] block, and (when given) no more bytes than the one-way version."""
+    rules = [OnlyKinds(("collective-permute",)), BothDirections("Y"), HalfBlocks("Y", _rows, cols)]
+    if count is not None:
+        rules.append(Exactly("collective-permute", count, axes=("Y",)))
     if total_bytes is not None:
         rules.append(MaxTotalBytes(total_bytes, what="the one-way version's bytes"))
     return AllOf(tuple(rules), text=what)
@@ -35,13 +38,12 @@ ASSIGNMENT = Assignment(
     book_url="https://jax-ml.github.io/scaling-book/jax-stuff/",
     parts=(
         Part(
-            name="allreduce_matmul_bidirectional", points=4,
+            name="allreduce_matmul_bidirectional", points=5,
             task="A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] with the reduction as rings of "
                  "collective-permutes going both ways.",
-            args=(A, Arg("W", ("D", "F"), ("Y", None))), result=Arg("out", ("B", "F"), ("X", None)),
+            args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
             rule=bidirectional(
-                lambda s: 4 * (s["nY"] - 1),
-                lambda s: (s["B"] // s["nX"]) * (s["F"] // s["nY"]) // 2,
+                lambda s: 4 * (s["nY"] - 1), lambda s: s["F"] // s["nY"],
                 what="collective-permutes only, both ring directions: 4(nY-1) of them (a "
                      "reduce-scatter ring and an all-gather ring, each way), each of "
                      "(B/nX)*(F/nY)/2 elements, half of a one-way ring's step"),
@@ -51,10 +53,10 @@ ASSIGNMENT = Assignment(
             name="reducescatter_matmul_bidirectional", points=4,
             task="T[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], half of each partial result "
                  "travelling each way around the ring.",
-            args=(Arg("T", ("B", "F"), ("X", "Y")), Arg("W2", ("F", "D"), ("Y", None))),
+            args=(T, W2), inputs=scaled_inputs(T, W2),
             result=Arg("out", ("B", "D"), ("X", "Y")),
             rule=bidirectional(
-                lambda s: 2 * (s["nY"] - 1), _half_block,
+                lambda s: 2 * (s["nY"] - 1), lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
                 what="collective-permutes only, both ring directions: 2(nY-1) of them, each of "
                      "(B/nX)*(D/nY)/2 elements; total bytes equal to the one-way version"),
@@ -62,13 +64,15 @@ ASSIGNMENT = Assignment(
         ),
         Part(
             name="allgather_matmul_bidirectional", points=2,
-            task="(extra) A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y], chunks of A travelling both ways.",
-            args=(A, Arg("W", ("D", "F"), (None, "Y"))), result=Arg("out", ("B", "F"), ("X", "Y")),
-            rule=AllOf((OnlyKinds(("collective-permute",)), BothDirections("Y"),
-                        MaxTotalBytes(lambda s: (s["nY"] - 1) * _block(s) * F32,
-                                      what="the one-way version's bytes")),
-                       text="collective-permutes only, both ring directions, no more bytes than "
-                            "the one-way version"),
+            task="(extra) A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y], half of each block of A "
+                 "travelling each way around the ring.",
+            args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
+            rule=bidirectional(
+                None, lambda s: s["D"] // s["nY"],
+                total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
+                what="collective-permutes only, both ring directions, each carrying half of a "
+                     "[B/nX, D/nY] block (within one row or column when the block is odd); no "
+                     "more bytes than the one-way version"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
         ),
     ),

@@ -3,17 +3,64 @@
 One module per assignment, named after it, defining `cases(part) -> list[Case]` (and,
 optionally, `make_inputs(part, case, seed) -> list[np.ndarray]` for adversarial data).
 Meshes follow PROBLEMS.md; sizes vary between meshes so that hard-coded shapes fail.
-Input values are drawn in the grading parent from `HIDDEN_SEED` and never reach the
-submission's process.
+
+Input values are drawn in the grading parent from a per-course secret (`grading_secret`)
+mixed with the case's id (`case_seed`), and never reach the submission's process (except
+an eagerly graded part's own inputs). Reading the kit's code is not enough to rebuild
+them; the same secret always gives the same inputs, so a submission keeps its score.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib
+import os
+import secrets
 
 from assignments.contract import Assignment, Case, Part
 from assignments.evaluate import make_inputs as default_inputs
 
-HIDDEN_SEED = 2718281
+SECRET_VARIABLE = "KIT_GRADING_SECRET"
+"""An environment variable holding the course's secret (any text), if set."""
+SECRET_FILE_VARIABLE = "KIT_GRADING_SECRET_FILE"
+"""An environment variable naming the file that holds it (default: `DEFAULT_SECRET_FILE`)."""
+DEFAULT_SECRET_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), ".grading-secret")
+"""The course's secret beside `nbgrader_config.py` (git-ignored, created on first use)."""
+
+
+def secret_file() -> str:
+    return os.environ.get(SECRET_FILE_VARIABLE) or DEFAULT_SECRET_FILE
+
+
+def grading_secret() -> bytes:
+    """The course's secret: `$KIT_GRADING_SECRET`, else the secret file, created with 32
+    random bytes (readable by its owner only) the first time it is needed."""
+    if os.environ.get(SECRET_VARIABLE):
+        return os.environ[SECRET_VARIABLE].encode()
+    path = secret_file()
+    try:
+        with open(path, "rb") as f:
+            secret = f.read().strip()
+        if secret:
+            return secret
+    except FileNotFoundError:
+        pass
+    secret = secrets.token_hex(32).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another grading made it first
+        return grading_secret()
+    with os.fdopen(fd, "wb") as f:
+        f.write(secret + b"\n")
+    return secret
+
+
+def case_seed(assignment: str, part: str, index: int, secret: bytes | None = None) -> int:
+    """The seed of one hidden case's inputs: the secret mixed with the case's id."""
+    key = grading_secret() if secret is None else secret
+    digest = hmac.new(key, f"{assignment}/{part}/{index}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "big")
 
 
 def _module(assignment: Assignment):

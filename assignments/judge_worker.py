@@ -1,0 +1,99 @@
+"""The judging child process: compile, inspect, run and compare exported artifacts.
+
+It runs programs made by student code, which may loop forever, exhaust memory, or be any
+bytes a submission chose; so it runs in the same sandbox as the export worker
+(`graders.sandbox`), with no access to the graders or the hidden secret. The grading parent
+sends it each case's artifact (or an eager part's report) and hidden inputs on stdin; it
+answers with one JSON line per case (`assignments.protocol`).
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+ALLOWED_CUSTOM_CALLS_EXTRA = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
+                                        "shape_assertion", "annotate_device_placement"})
+
+
+def foreign_custom_calls(ops: frozenset[str]) -> list[str]:
+    """Custom calls in a program that `jax.export` would not have produced by itself (an
+    artifact is bytes the submission chose, so it is checked before it is compiled)."""
+    from jax._src.export import _export
+
+    allowed = set(_export._CUSTOM_CALL_TARGETS_GUARANTEED_STABLE) | ALLOWED_CUSTOM_CALLS_EXTRA
+    return sorted(op.split(":", 1)[1] for op in ops
+                  if op.startswith("custom_call:") and op.split(":", 1)[1] not in allowed)
+
+
+def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
+    """Compile, inspect, run and compare one exported case."""
+    import jax
+
+    from .contract import program_ops
+    from .evaluate import CaseResult, evaluate_compiled, make_mesh, place
+
+    t0 = time.perf_counter()
+    try:
+        exported = jax.export.deserialize(bytearray(artifact))
+        text = exported.mlir_module()
+        foreign = foreign_custom_calls(program_ops(text))
+        if foreign:
+            return CaseResult.failed(case, f"the exported program calls {', '.join(foreign)[:200]}, "
+                                           f"which the graders do not run")
+        mesh = make_mesh(case.mesh, part.axis_types)
+        compiled = jax.jit(exported.call).lower(*place(arrays, part, mesh)).compile()
+    except Exception as e:
+        return CaseResult.failed(case, f"the exported program could not be compiled: "
+                                       f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+    t1 = time.perf_counter()
+    result = evaluate_compiled(part, case, mesh, compiled, text, arrays)
+    timings["judge: deserialize and compile"] = timings.get("judge: deserialize and compile", 0) + t1 - t0
+    timings["judge: inspect, run and compare"] = (timings.get("judge: inspect, run and compare", 0)
+                                                  + time.perf_counter() - t1)
+    return result
+
+
+def judge_job(assignment, job: dict, timings: dict):
+    from .contract import Case
+    from .evaluate import evaluate_eager_report, make_mesh
+    from .protocol import decode_array, decode_bytes, decode_tree
+
+    part = assignment.part(job["part"])
+    case = Case(tuple(job["case"]["mesh"]), job["case"]["sizes"], job["case"]["statics"])
+    arrays = [decode_tree(x) for x in job["inputs"]]
+    if part.eager:
+        report = dict(job["report"])
+        if "shards" in report:
+            report["shards"] = [{**s, "data": decode_array(s["data"])} for s in report["shards"]]
+        return evaluate_eager_report(part, case, make_mesh(case.mesh, part.axis_types), report, arrays)
+    return judge_artifact(part, case, decode_bytes(job["artifact"]), arrays, timings)
+
+
+def main() -> int:
+    from .protocol import read_request
+
+    request = read_request(sys.stdin.read(), "judge")
+    from .export_worker import event_channel
+
+    emit = event_channel(silence=(1,))  # XLA's own chatter must not corrupt the event stream
+    from .contracts import get_assignment
+    from .devices import setup_devices
+
+    setup_devices(8)
+    assignment = get_assignment(request["assignment"])
+    timings: dict[str, float] = {}
+    skip = set(request.get("skip", []))
+    for job in request["jobs"]:
+        if job["id"] in skip:
+            continue
+        emit(event="start", id=job["id"])
+        result = judge_job(assignment, job, timings)
+        emit(event="case", id=job["id"], values_ok=result.values_ok, rule_ok=result.rule_ok,
+             problems=result.problems,
+             analysis=None if result.analysis is None else result.analysis.to_json())
+    emit(event="finished", timings=timings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

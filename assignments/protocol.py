@@ -1,0 +1,238 @@
+"""The grading protocol: what the grading process and its sandboxed workers say to each other.
+
+Both workers (the export worker, which runs student code, and the judge, which runs programs
+compiled from it) read one request as JSON on stdin and answer with one JSON object per line
+on stdout. Both sides import this module, so the message shapes live here once.
+
+Nothing a worker writes is trusted: the export worker's process runs student code, which can
+write anything to any file descriptor it has, and the judge runs student-made programs.
+`read_event` therefore checks every field of every event (type, range, known id, size) and
+raises `ProtocolError` for anything else; the parent treats that as the submission's fault,
+never its own.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import math
+from typing import Any
+
+VERSION = 1
+"""Bumped whenever a request or an event changes shape; a worker refuses another version."""
+
+MAX_TEXT = 2000
+"""Characters of one message or problem a worker may send (longer ones are cut)."""
+MAX_PROBLEMS = 12
+"""Problems one case or one submission load may report."""
+MAX_ARTIFACT_BYTES = 64 * 2**20
+"""Bytes of one serialized artifact (a base64 line is a third longer)."""
+MAX_LINE_BYTES = 100 * 2**20
+"""Longest event line the parent reads; a longer one is a protocol violation."""
+MAX_SECONDS = 1e6
+
+
+class ProtocolError(ValueError):
+    """An event that breaks the protocol: malformed, out of range, or about an unknown case."""
+
+
+# --- encoding helpers (both sides) ----------------------------------------------------------
+
+
+def encode_bytes(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def decode_bytes(text: Any, limit: int = MAX_ARTIFACT_BYTES) -> bytes:
+    if not isinstance(text, str) or len(text) > limit * 4 // 3 + 8:
+        raise ProtocolError(f"binary field missing or longer than {limit} bytes")
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ProtocolError("binary field is not base64") from None
+
+
+def encode_array(array) -> str:
+    """A NumPy array as base64 `.npy` bytes (no pickles)."""
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array), allow_pickle=False)
+    return encode_bytes(buffer.getvalue())
+
+
+def decode_array(text: Any, limit: int = MAX_ARTIFACT_BYTES):
+    import numpy as np
+
+    try:
+        return np.load(io.BytesIO(decode_bytes(text, limit)), allow_pickle=False)
+    except ProtocolError:
+        raise
+    except Exception as e:  # a malformed .npy header
+        raise ProtocolError(f"array field is not a valid .npy array ({type(e).__name__})") from None
+
+
+def encode_tree(value):
+    """Arrays, or tuples of them (a pytree argument), as JSON."""
+    if isinstance(value, (tuple, list)):
+        return {"tree": [encode_tree(v) for v in value]}
+    return encode_array(value)
+
+
+def decode_tree(value, limit: int = MAX_ARTIFACT_BYTES):
+    if isinstance(value, dict) and isinstance(value.get("tree"), list):
+        return tuple(decode_tree(v, limit) for v in value["tree"])
+    return decode_array(value, limit)
+
+
+def request_text(kind: str, **fields) -> str:
+    return json.dumps({"version": VERSION, "kind": kind, **fields})
+
+
+def read_request(text: str, kind: str) -> dict:
+    """A worker's check of the request it was given (from the trusted parent)."""
+    request = json.loads(text)
+    if request.get("version") != VERSION or request.get("kind") != kind:
+        raise SystemExit(f"protocol mismatch: this worker speaks {kind} version {VERSION}, "
+                         f"got {request.get('kind')} version {request.get('version')}")
+    return request
+
+
+# --- validation of events (parent side) ------------------------------------------------------
+
+
+def _text(value: Any, field: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ProtocolError(f"{field} must be a string")
+    return value[:MAX_TEXT]
+
+
+def _texts(value: Any, field: str) -> list[str]:
+    if not isinstance(value, list) or len(value) > 1000:
+        raise ProtocolError(f"{field} must be a list")
+    return [_text(v, field) for v in value[:MAX_PROBLEMS]]
+
+
+def _seconds(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= MAX_SECONDS:
+        raise ProtocolError(f"{field} must be a number of seconds")
+    return float(value)
+
+
+def _flag(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{field} must be true or false")
+    return value
+
+
+def _int(value: Any, field: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ProtocolError(f"{field} must be an integer in [{low}, {high}]")
+    return value
+
+
+def _eager_report(value: Any) -> dict:
+    """What an eagerly called function returned: type, shape, dtype, and every shard's
+    device, index and data (the parent's judge checks them against the hidden input)."""
+    if not isinstance(value, dict):
+        raise ProtocolError("report must be an object")
+    report = {"type": _text(value.get("type"), "report.type")[:60]}
+    if report["type"] != "Array":
+        return report
+    shape = value.get("shape")
+    if not isinstance(shape, list) or len(shape) > 8:
+        raise ProtocolError("report.shape must be a list")
+    report["shape"] = [_int(d, "report.shape", 0, 2**31) for d in shape]
+    report["dtype"] = _text(value.get("dtype"), "report.dtype")[:20]
+    report["sharding"] = _text(value.get("sharding"), "report.sharding")[:300]
+    shards = value.get("shards")
+    if not isinstance(shards, list) or len(shards) > 64:
+        raise ProtocolError("report.shards must be a list of at most 64 shards")
+    report["shards"] = []
+    for shard in shards:
+        if not isinstance(shard, dict) or not isinstance(shard.get("index"), list) \
+                or len(shard["index"]) != len(shape):
+            raise ProtocolError("each shard needs a device and an index per dimension")
+        index = []
+        for bounds in shard["index"]:
+            if not isinstance(bounds, list) or len(bounds) != 2:
+                raise ProtocolError("a shard index is a [start, stop] pair per dimension")
+            index.append([_int(b, "report.shards.index", 0, 2**31) for b in bounds])
+        report["shards"].append({"device": _int(shard.get("device"), "report.shards.device", 0, 4096),
+                                 "index": index, "data": decode_array(shard.get("data"))})
+    return report
+
+
+def read_event(line: bytes, known: set[str], kind: str) -> dict:
+    """Validate one line of a worker's output; returns a clean event or raises ProtocolError.
+
+    `kind` is "export" or "judge"; `known` the case ids of this run."""
+    try:
+        event = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise ProtocolError("a line that is not JSON") from None
+    if not isinstance(event, dict):
+        raise ProtocolError("an event that is not an object")
+    name = event.get("event")
+    if name == "progress":
+        return {"event": "progress"}
+    if name == "start":
+        return {"event": "start", "id": _case_id(event, known)}
+    if name == "loaded" and kind == "export":
+        return {"event": "loaded", "problems": _texts(event.get("problems"), "problems"),
+                "run_submission_s": _seconds(event.get("run_submission_s"), "run_submission_s")}
+    if name == "finished":
+        timings = event.get("timings") or {}
+        if not isinstance(timings, dict) or len(timings) > 20:
+            raise ProtocolError("timings must be an object")
+        return {"event": "finished",
+                "timings": {_text(k, "timings")[:80]: _seconds(v, "timings") for k, v in timings.items()}}
+    if name == "case" and kind == "export":
+        return _export_case(event, known)
+    if name == "case" and kind == "judge":
+        return _judge_case(event, known)
+    raise ProtocolError(f"an unknown event {str(name)[:40]!r}")
+
+
+def _case_id(event: dict, known: set[str]) -> str:
+    case_id = event.get("id")
+    if not isinstance(case_id, str) or case_id not in known:
+        raise ProtocolError("an event about a case this run does not have")
+    return case_id
+
+
+def _export_case(event: dict, known: set[str]) -> dict:
+    clean = {"event": "case", "id": _case_id(event, known)}
+    status = event.get("status")
+    if status not in ("ok", "error"):
+        raise ProtocolError("status must be 'ok' or 'error'")
+    clean["status"] = status
+    clean["message"] = _text(event.get("message"), "message", optional=True)
+    clean["timed_out"] = _flag(event.get("timed_out", False), "timed_out")
+    if status == "ok":
+        if "report" in event:
+            clean["report"] = _eager_report(event["report"])
+        else:
+            clean["artifact"] = decode_bytes(event.get("artifact"))
+    return clean
+
+
+def _judge_case(event: dict, known: set[str]) -> dict:
+    clean = {"event": "case", "id": _case_id(event, known),
+             "values_ok": _flag(event.get("values_ok"), "values_ok"),
+             "rule_ok": _flag(event.get("rule_ok"), "rule_ok"),
+             "problems": _texts(event.get("problems"), "problems"),
+             "analysis": None}
+    analysis = event.get("analysis")
+    if analysis is not None:
+        from .hlo import ProgramAnalysis
+
+        try:
+            clean["analysis"] = ProgramAnalysis.from_json(analysis)
+        except Exception:
+            raise ProtocolError("analysis is not a program analysis") from None
+    return clean
