@@ -84,7 +84,9 @@ def text_html(value) -> str:
 
 def table_html(table: Table) -> str:
     """A rich Table as an HTML table that wraps its cells to the notebook's width."""
-    cell = "padding:1px 10px 1px 0;border:none;text-align:{align};vertical-align:top;background:none"
+    grid = table.box in (box.SQUARE, box.ROUNDED, box.HEAVY, box.DOUBLE)  # a picture: draw its cells
+    cell = ("padding:1px 10px 1px 0;border:none;" if not grid else
+            f"padding:1px 8px;border:1px solid {BORDER};") + "text-align:{align};vertical-align:top;background:none"
     head = "".join(
         f'<th style="{cell.format(align=c.justify if c.justify in ("left", "right", "center") else "left")};'
         f'border-bottom:1px solid {BORDER};font-weight:bold">{text_html(c.header)}</th>'

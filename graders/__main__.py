@@ -24,12 +24,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.assignment not in ASSIGNMENTS:
         parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
-    from .harness import grade_submission
-    from .sandbox import SandboxUnavailable
+    from .run import grade
+    from .sandbox import SandboxUnavailable, choose_isolation
 
+    limits = limits_from_args(args)
     try:
-        result = grade_submission(args.submission, args.assignment, only=args.only,
-                                  limits=limits_from_args(args))
+        choose_isolation(limits.sandbox)
+        result = grade(args.submission, args.assignment, only=args.only, limits=limits)
     except SandboxUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

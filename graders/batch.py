@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 
-from .harness import Limits
+from .harness import Limits, limit_options
 
 RESULTS = "results.json"
 GRADEBOOK_CSV = "gradebook.csv"
@@ -178,12 +178,13 @@ def is_current(results: dict | None, assignment: str, sha256: str | None, only) 
 
 
 def grade_one(student: str, path: str | None, assignment: str, limits: Limits,
-              only: list[str] | None) -> dict:
+              only: list[str] | None, scratch: str | None = None) -> dict:
     """Grade one submission in a `python -m graders` process of its own; returns its
     Gradescope-format results, or {"error": ...} when that process failed. A submission can
-    only reach its own sandbox, never this process or another grading."""
+    only reach its own sandbox, never this process or another grading. (`scratch`: where
+    its temporary folder goes, default the system's.)"""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="batch-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="batch-", dir=scratch) as tmp:
         out = os.path.join(tmp, RESULTS)
         command = [sys.executable, "-m", "graders", path or os.path.join("missing", student),
                    "--assignment", assignment, "-o", out, "--quiet", *limit_options(limits)]
@@ -201,14 +202,6 @@ def grade_one(student: str, path: str | None, assignment: str, limits: Limits,
             return {"error": f"the grading process failed (exit code {proc.returncode}): {tail[0][:300]}"}
     data["execution_time"] = round(time.perf_counter() - started, 2)
     return data
-
-
-def limit_options(limits: Limits) -> list[str]:
-    """`limits` as `python -m graders` options."""
-    options = [f"--{name.replace('_', '-')}={getattr(limits, name)}" for name in
-               ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout")]
-    options.append(f"--memory-gib={limits.memory_bytes / 2**30}")
-    return options + (["--unsandboxed"] if limits.sandbox == "none" else [])
 
 
 def read_json(path: str) -> dict | None:
@@ -255,13 +248,19 @@ def grade_shipped(student: str, name: str | None, data: bytes | None, assignment
             what = "no course secret" if here is None else "a different course secret"
             return {"error": f"the Dask worker on {socket.gethostname()} has {what}: copy the "
                              f"course's .grading-secret into the kit there (or set KIT_GRADING_SECRET)"}
-    if data is None:
-        return grade_one(student, None, assignment, limits, only)
-    with tempfile.TemporaryDirectory(prefix="batch-shipped-") as tmp:
-        path = os.path.join(tmp, os.path.basename(name or f"{student}.py"))
-        with open(path, "wb") as f:
-            f.write(data)
-        return grade_one(student, path, assignment, limits, only)
+    try:  # the worker's own scratch space, which Dask clears if the worker dies mid-grading
+        from distributed import get_worker
+
+        scratch = get_worker().local_directory
+    except Exception:
+        scratch = None
+    with tempfile.TemporaryDirectory(prefix="batch-shipped-", dir=scratch) as tmp:
+        path = None
+        if data is not None:
+            path = os.path.join(tmp, os.path.basename(name or f"{student}.py"))
+            with open(path, "wb") as f:
+                f.write(data)
+        return grade_one(student, path, assignment, limits, only, scratch=tmp)
 
 
 def failure_results(assignment, student: str, why: str) -> dict:

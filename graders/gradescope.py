@@ -178,10 +178,11 @@ def run(root: str) -> dict:
             for test in data["tests"]:
                 test["output"] = f"{test['name']}: 0/{test['max_score']:g} points: {message}"
         else:
-            from .harness import Limits, grade_submission
+            from .harness import Limits
+            from .run import grade
 
             os.environ.setdefault("KIT_GRADING_SECRET_FILE", os.path.join(source, SECRET_NAME))
-            result = grade_submission(path, assignment, limits=Limits(sandbox=sandbox))
+            result = grade(path, assignment, limits=Limits(sandbox=sandbox))
             data = result.to_gradescope()
             if note:
                 data["output"] += f"\n\nNote: {note}."

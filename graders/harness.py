@@ -274,3 +274,11 @@ def limits_from_args(args) -> Limits:
                   submission_timeout=args.submission_timeout,
                   memory_bytes=int(args.memory_gib * 2**30),
                   sandbox="none" if args.unsandboxed else "auto")
+
+
+def limit_options(limits: Limits) -> list[str]:
+    """`limits` as command-line options (the inverse of `limits_from_args`)."""
+    options = [f"--{name.replace('_', '-')}={getattr(limits, name)}" for name in
+               ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout")]
+    options.append(f"--memory-gib={limits.memory_bytes / 2**30}")
+    return options + (["--unsandboxed"] if limits.sandbox == "none" else [])

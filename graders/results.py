@@ -23,6 +23,22 @@ def _bounded(text: str, limit: int) -> str:
 
 
 @dataclasses.dataclass
+class Check:
+    """An instructor's custom check: a pytest test in `graders/test_<assignment>.py` marked
+    ``@pytest.mark.points(n, part=...)``. Its points come out of that function's total."""
+
+    name: str
+    part: str
+    """The graded function whose points it shares."""
+    points: float
+    passed: bool
+    description: str = ""
+    """The first line of the check's docstring (what it asks)."""
+    message: str = ""
+    """Why it failed (the assertion's message)."""
+
+
+@dataclasses.dataclass
 class PartResult:
     """The verdict on one graded function."""
 
@@ -31,14 +47,18 @@ class PartResult:
     cases: list[CaseResult]
     note: str = ""
     """A problem that applies to the whole part (e.g. a cell that failed to run)."""
+    checks: list[Check] = dataclasses.field(default_factory=list)
+    """Custom checks that share this function's points."""
 
     @property
     def score(self) -> float:
         if not self.cases:
             return 0.0
+        case_points = self.max_score - sum(c.points for c in self.checks)
         credit = sum(VALUES_WEIGHT * c.values_ok + (1 - VALUES_WEIGHT) * (c.values_ok and c.rule_ok)
                      for c in self.cases)
-        return round(self.max_score * credit / len(self.cases), 2)
+        passed_checks = sum(c.points for c in self.checks if c.passed) if credit else 0.0
+        return round(case_points * credit / len(self.cases) + passed_checks, 2)
 
     @property
     def passed(self) -> bool:
@@ -54,6 +74,10 @@ class PartResult:
                  f"cases fully right (values right in {values}, values and communication right in {rule})."]
         if self.note:
             lines.append("  note: " + _bounded(self.note, MAX_PROBLEM_CHARS))
+        for check in self.checks:
+            if not check.passed:
+                lines.append(f"  - check {check.name} ({check.points:g} point(s)): "
+                             + _bounded(f"{check.description} {check.message}".strip(), MAX_PROBLEM_CHARS))
         failing = [c for c in self.cases if not c.passed]
         for c in failing[:MAX_CASES_SHOWN]:
             lines.append(f"  - [{c.case.label}] " + _bounded("; ".join(c.problems), MAX_PROBLEM_CHARS))

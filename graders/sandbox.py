@@ -143,6 +143,8 @@ def bwrap_command(command: list[str], uid: int | None, resources: Resources,
     namespaces and the view, drops to `uid` with setpriv, and an inner unprivileged bwrap
     adds the user namespace; otherwise one unprivileged bwrap does it all. `shared` =
     (host folder, path inside) is the one writable host folder, when a run needs one."""
+    under_tmp = [arg for root in readable_roots() if root.startswith("/tmp/")
+                 for arg in ("--ro-bind", root, root)]  # back on top of the private /tmp
     outer_share = ["--bind", shared[0], shared[1]] if shared else []
     inner_share = ["--bind", shared[1], shared[1]] if shared else []
     private = ["--size", str(resources.tmp_bytes), "--tmpfs", "/tmp",
@@ -151,7 +153,7 @@ def bwrap_command(command: list[str], uid: int | None, resources: Resources,
             "--die-with-parent", "--new-session"]
     if uid is None:
         return ["bwrap", "--unshare-all", "--hostname", HOSTNAME, *user, *_view(), "--proc", "/proc", "--dev", "/dev",
-                *private, *outer_share, *_environment(), "--", *command]
+                *private, *under_tmp, *outer_share, *_environment(), "--", *command]
     outer = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--hostname", HOSTNAME,
              "--unshare-cgroup-try", "--die-with-parent", "--new-session",
              "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
@@ -159,7 +161,7 @@ def bwrap_command(command: list[str], uid: int | None, resources: Resources,
              "--perms", "0755", "--dir", "/tmp", "--perms", "0755", "--dir", "/scratch", *outer_share, "--"]
     drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--"]
-    inner = ["bwrap", *user, "--ro-bind", "/", "/", "--dev", "/dev", *private, *inner_share,
+    inner = ["bwrap", *user, "--ro-bind", "/", "/", "--dev", "/dev", *private, *under_tmp, *inner_share,
              *_environment(), "--"]
     return [*outer, *drop, *inner, *command]
 
@@ -510,7 +512,13 @@ def _fail(run: WorkerRun, ids: list[str], message: str) -> None:
 
 
 def python_command(module_main: str) -> list[str]:
-    """This Python, isolated from PYTHONPATH and the user's site, running `module:main`
-    (a module of the `assignments` runtime: nothing else is importable in the sandbox)."""
+    """This Python, isolated from PYTHONPATH and the user's site, running `module:main` of
+    the `assignments` runtime this process uses (the only kit code the sandbox can see; it
+    is put first on the path, so an editable install, a wheel and an unpacked Gradescope
+    bundle all work)."""
+    import assignments
+
     module, func = module_main.split(":")
-    return [sys.executable, "-I", "-c", f"import sys; from {module} import {func}; sys.exit({func}())"]
+    runtime = os.path.dirname(os.path.dirname(os.path.abspath(assignments.__file__)))
+    return [sys.executable, "-I", "-c",
+            f"import sys; sys.path.insert(0, {runtime!r}); from {module} import {func}; sys.exit({func}())"]

@@ -34,10 +34,10 @@ EXPECTED = {
     # the problem1 corpus
     "comm_gather_roll": (9.0, {"roll_diff": r"communication observed: .*all-gather"}),
     "comm_whole_roll": (8.8, {"roll_diff": r"collective-permute over X"}),
-    "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: stopped after 10 s"}),
+    "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: it ran longer than 10 s and was stopped"}),
     "crash_one_case": (9.8, {"roll_diff": r"exited with code 3"}),
-    "forge_events": (0, {"roll_diff": r"not implemented"}),
-    "hang_blocks_alarm": (9.8, {"roll_diff": r"stopped after 8 s without progress"}),
+    "forge_events": (0, {"roll_diff": r"not part of the grading protocol"}),
+    "hang_blocks_alarm": (9.8, {"roll_diff": r"(made no progress for|ran longer than) \d+ s and was stopped"}),
     "hardcoded_mesh": (8.33, {"block_average_jit": r"cannot reshape array"}),
     "huge_output": (10, {}),
     "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),

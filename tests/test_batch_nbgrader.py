@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from assignments.contracts import get_assignment
 from graders.build import nbgrader
 from graders.demo import prepare_course, read_gradebook, write_submissions
 
@@ -57,7 +58,7 @@ def test_export_has_the_batch_scores(course):
     with open(os.path.join(course, "graded", "gradebook.csv")) as f:
         batch_scores = {r["student"]: float(r["score"]) for r in csv.DictReader(f)}
     assert exported(course) == pytest.approx(batch_scores)
-    assert batch_scores["solution"] == 11 and batch_scores["stub"] == 0
+    assert batch_scores["solution"] == sum(p.points for p in get_assignment("problem1").parts) and batch_scores["stub"] == 0
     assert batch_scores["deleted"] == 8 and batch_scores["duplicated"] == 8
     book = read_gradebook(course, "problem1")
     assert book["solution"]["written_communication"][2], "the written answer waits for a human"

@@ -136,6 +136,8 @@ class TokensByAllToAll:
         if any(c.count is None for c in over_x):
             return [f"cannot count the bytes moved over X: a collective runs an unknown number of "
                     f"times (observed: {_observed(over_x)})"]
+        if len(inputs) < 3:  # called without the case's inputs: the routing is unknown
+            return []
         m, need = self.need(case, inputs[2])
         moved = sum(c.bytes * c.count for c in over_x)
         if moved <= BYTES_FACTOR * need:
@@ -196,8 +198,9 @@ ASSIGNMENT = Assignment(
         ),
         Part(
             name="moe_all_to_all", points=8,
-            task="shard_map; tokens travel to their experts' devices with jax.lax.all_to_all in a "
-                 "jax.lax.while_loop over fixed-size chunks; right for any routing.",
+            task="shard_map; each token travels only to the row of devices that owns its expert, "
+                 "with jax.lax.all_to_all over X in a jax.lax.while_loop over fixed-size chunks; "
+                 "right for any routing.",
             args=(W, A, B), result=OUT, rule=ROUTED, reference=moe,
             visible_case=VISIBLE, style="shard_map",
         ),
@@ -218,9 +221,9 @@ ASSIGNMENT = Assignment(
         ),
         Part(
             name="moe_all_to_all_x", points=2,
-            task="The book's latest shardings, result P('X', None): tokens travel to their "
-                 "experts' devices with jax.lax.all_to_all in a jax.lax.while_loop over "
-                 "fixed-size chunks; right for any routing.",
+            task="The book's latest shardings, result P('X', None): each token travels only to "
+                 "the row of devices that owns its expert, with jax.lax.all_to_all over X in a "
+                 "jax.lax.while_loop over fixed-size chunks; right for any routing.",
             args=(W_X, A_X, B), result=OUT_X, rule=ROUTED_X, reference=moe,
             visible_case=VISIBLE_X, style="shard_map",
         ),
