@@ -8,7 +8,7 @@ PYTHON ?= $(shell .ci/find-python 3.11)
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test venv clean
+.PHONY: demo test test-fast venv clean
 
 # bubblewrap is the sandbox student code runs in (graders/sandbox.py); setpriv/prlimit come
 # with util-linux.
@@ -27,6 +27,9 @@ demo: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -m fast $(PYTEST_ARGS)
 
 clean:
 	rm -rf .venv .venv311 .venv312 submitted autograded feedback gradebook.db

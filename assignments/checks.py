@@ -43,7 +43,7 @@ class CheckFailed(AssertionError):
         super().__init__(f"{name}: " + "; ".join(first))
 
     def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
-        lines = [f"CheckFailed: the visible check of {self.name} did not pass (details above)"]
+        lines = [f"CheckFailed: the visible check of {self.name} did not pass (details in its panel)"]
         for p in self.problems:
             first = p.splitlines()[0] if p else ""
             first = first if len(first) <= 240 else first[:239] + "\u2026"

@@ -20,9 +20,9 @@ in the same way: the task carries the submission's bytes (no shared filesystem n
 the worker writes them to a temporary file and runs `python -m graders` on it, sandboxed
 as here; results, resuming and the gradebook stay on this machine, and a worker that dies
 costs that submission a retry, not the batch. Each worker machine needs the kit (the same
-commit) with its environment, bubblewrap, and the course's secret (`.grading-secret` or
-`$KIT_GRADING_SECRET`): the secret never travels in a task, only a fingerprint that lets a
-worker refuse to grade with a different one.
+commit, on `PYTHONPATH`, as the scheduler does) with its environment, bubblewrap, and the
+course's secret (`.grading-secret` or `$KIT_GRADING_SECRET`): the secret never travels in a
+task, only a fingerprint that lets a worker refuse to grade with a different one.
 
 With `--gradebook`, each grade also goes into nbgrader's database (the same cells
 `nbgrader autograde` fills), so `nbgrader export` and `nbgrader generate_feedback` see the
@@ -477,8 +477,9 @@ def _dispatch(executor, assignment: str, limits: Limits, only):
     from distributed import as_completed
 
     from .batch import grade_shipped  # by reference to graders.batch, even when run as __main__
+    from .hidden import grading_secret
 
-    fingerprint = secret_fingerprint(read_secret())
+    fingerprint = secret_fingerprint(grading_secret())  # the course's (made here if it has none yet)
 
     def submit(s: Submission):
         data = None

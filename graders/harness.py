@@ -187,7 +187,8 @@ def _case_result(job: _Job, event: dict) -> CaseResult:
 def grade_submission(submission: str, assignment_name: str, *, limits: Limits = Limits(),
                      secret: bytes | None = None, only: list[str] | None = None,
                      keep_artifacts: str | None = None) -> SubmissionResult:
-    """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases.
+    """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases (the
+    cases only: `graders.run.grade` adds the custom checks of the pytest graders).
 
     With `keep_artifacts`, the exported artifacts (`<function>__<case>.jaxexport`) are also
     written into that folder (e.g. for `graders.distributed`)."""
@@ -197,9 +198,7 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
     cases = hidden_cases(assignment)
     jobs = [_Job(part, i, case, case_id(part, i), case_seed(assignment.name, part.name, i, secret))
             for part in assignment.parts for i, case in enumerate(cases[part.name])]
-    started = time.perf_counter()
     timings: dict[str, float] = {}
-    results: dict[str, CaseResult] = {}
     text, problem = _read_submission(submission)
     problems = [problem] if problem else []
     with Slot() as slot, tempfile.TemporaryDirectory(prefix="grade-") as work:
@@ -207,40 +206,51 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
                    "worker": {"resources": limits.resources, "isolation": isolation, "uid": slot.uid,
                               "function_of": {j.id: j.part.name for j in jobs},
                               "max_strikes": limits.max_strikes, "cwd": work}}
+        started = time.perf_counter()
         exports = {}
         if text is not None:
             run = _export(jobs, assignment, submission, text, limits, context)
             exports = run.results
-            for event in run.events:
-                if event["event"] == "loaded":
-                    problems += event["problems"]
-                    timings["export: run the submission"] = event["run_submission_s"]
-                elif event["event"] == "finished":
-                    timings.update(event["timings"])
-                elif event["event"] == "died":
-                    problems.append(event["message"])
+            problems += _read_events(run.events, timings)
         timings["export (all)"] = time.perf_counter() - started
-        ready = []
-        for job in jobs:
-            export = exports.get(job.id) or {"status": "error", "message": problem or "no artifact was produced"}
-            if export["status"] == "ok":
-                ready.append(job)
-                if keep_artifacts and "artifact" in export:
-                    os.makedirs(keep_artifacts, exist_ok=True)
-                    with open(os.path.join(keep_artifacts, f"{job.id}.jaxexport"), "wb") as f:
-                        f.write(export["artifact"])
-            else:
-                results[job.id] = CaseResult.failed(job.case, export["message"] or "no artifact was produced")
+        results, ready = _exported(jobs, exports, problem, keep_artifacts)
         if ready:
-            judged = time.perf_counter()
+            started = time.perf_counter()
             judged_cases, events = _judge(ready, exports, assignment, limits, context)
-            for job in ready:
-                results[job.id] = _case_result(job, judged_cases[job.id])
-            for event in events:
-                if event["event"] == "finished":
-                    timings.update(event["timings"])
-            timings["judge (all)"] = time.perf_counter() - judged
+            results.update({job.id: _case_result(job, judged_cases[job.id]) for job in ready})
+            _read_events(events, timings)
+            timings["judge (all)"] = time.perf_counter() - started
     return _submission_result(assignment, submission, jobs, results, problems, timings, isolation)
+
+
+def _read_events(events: list[dict], timings: dict) -> list[str]:
+    """Add a worker's reported timings to `timings`; return the problems it reported."""
+    problems = []
+    for event in events:
+        if event["event"] == "loaded":
+            problems += event["problems"]
+            timings["export: run the submission"] = event["run_submission_s"]
+        elif event["event"] == "finished":
+            timings.update(event["timings"])
+        elif event["event"] == "died":
+            problems.append(event["message"])
+    return problems
+
+
+def _exported(jobs: list[_Job], exports: dict, problem: str | None, keep_artifacts: str | None):
+    """(Results of the cases that produced no artifact, the jobs ready to be judged)."""
+    results, ready = {}, []
+    for job in jobs:
+        export = exports.get(job.id) or {"status": "error", "message": problem or "no artifact was produced"}
+        if export["status"] != "ok":
+            results[job.id] = CaseResult.failed(job.case, export["message"] or "no artifact was produced")
+            continue
+        ready.append(job)
+        if keep_artifacts and "artifact" in export:
+            os.makedirs(keep_artifacts, exist_ok=True)
+            with open(os.path.join(keep_artifacts, f"{job.id}.jaxexport"), "wb") as f:
+                f.write(export["artifact"])
+    return results, ready
 
 
 def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):

@@ -38,6 +38,16 @@ def grade_notebook(nb, assignment: str, timeout: int) -> dict:
             return json.load(f)
 
 
+def grade_cell_outputs(test: dict | None, missing: str, execution_count: int = 1) -> list:
+    """A grade cell's outputs for one graded function's result (Gradescope's test dict): its
+    message on stdout and its score as the cell's value, which nbgrader's SaveAutoGrades
+    reads as partial credit. The one place grade cells are written (autograde, the batch)."""
+    text, score = (test["output"], test["score"]) if test else (missing, 0)
+    return [nbformat.v4.new_output("stream", name="stdout", text=text + "\n"),
+            nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
+                                   execution_count=execution_count)]
+
+
 class FillGradeCells(NbGraderPreprocessor):
     """Replace each autograded test cell's outputs with the trusted grader's verdict."""
 
@@ -56,17 +66,9 @@ class FillGradeCells(NbGraderPreprocessor):
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
                 continue
-            test = tests.get(meta.get("grade_id"))
-            if test is None:
-                text = failure or f"no grader result for {meta.get('grade_id')!r}"
-                score = 0
-            else:
-                text, score = test["output"], test["score"]
-            cell.outputs = [
-                nbformat.v4.new_output("stream", name="stdout", text=text + "\n"),
-                nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
-                                       execution_count=cell.get("execution_count") or 1),
-            ]
+            cell.outputs = grade_cell_outputs(
+                tests.get(meta.get("grade_id")), failure or f"no grader result for {meta.get('grade_id')!r}",
+                cell.get("execution_count") or 1)
         self.restore_deleted_test_cells(nb, resources, tests)
         return nb, resources
 
@@ -97,10 +99,7 @@ class FillGradeCells(NbGraderPreprocessor):
                 cell.metadata["nbgrader"] = {"grade": True, "grade_id": name, "locked": True,
                                              "points": source.max_score, "schema_version": 3,
                                              "solution": False, "task": False}
-                cell.outputs = [
-                    nbformat.v4.new_output("stream", name="stdout", text=test["output"] + "\n"),
-                    nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(test["score"]))},
-                                           execution_count=1)]
+                cell.outputs = grade_cell_outputs(test, "")
                 nb.cells.append(cell)
 
 

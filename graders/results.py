@@ -65,6 +65,17 @@ class PartResult:
         return self.score >= self.max_score
 
     @property
+    def first_problem(self) -> str:
+        """The first thing that went wrong (for gradebook summaries), or ""."""
+        if self.note:
+            return self.note
+        failed_checks = [c for c in self.checks if not c.passed]
+        failing = [c for c in self.cases if not c.passed]
+        if failing:
+            return "; ".join(failing[0].problems)
+        return f"check {failed_checks[0].name}: {failed_checks[0].message}" if failed_checks else ""
+
+    @property
     def output(self) -> str:
         """What the student may read: which cases failed and why (no hidden inputs)."""
         ok = sum(c.passed for c in self.cases)
@@ -120,7 +131,8 @@ class SubmissionResult:
                       f"graders (written answers are graded by hand).{extra}",
             "tests": [
                 {"name": p.name, "score": p.score, "max_score": p.max_score,
-                 "status": "passed" if p.passed else "failed", "output": p.output}
+                 "status": "passed" if p.passed else "failed", "output": p.output,
+                 "extra_data": {"first_problem": _bounded(p.first_problem, MAX_PROBLEM_CHARS)}}
                 for p in self.parts
             ],
             "extra_data": {"isolation": self.isolation,

@@ -31,3 +31,14 @@ def repo_root() -> str:
 @pytest.fixture(scope="session")
 def mesh_2x4():
     return assignments.make_mesh((2, 4))
+
+
+FAST_MODULES = {"test_protocol", "test_hlo", "test_replica_groups", "test_costs", "test_devices"}
+"""The fast tier (`make test-fast`, `pytest -m fast`): the protocol, the HLO reader, the
+replica-group forms, the cost model, device set-up; hand-made inputs, no grading runs."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in FAST_MODULES and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.fast)

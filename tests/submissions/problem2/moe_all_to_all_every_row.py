@@ -2,7 +2,7 @@
 own experts): right values, but nX times the rounds and bytes of routing each token only to
 its expert's row. The rule bounds the bytes moved over X by the case's routing.
 
-Broken part: moe_all_to_all (rule only; moe_topk, built on it, loses the same: topk_every_row).
+Broken part: moe_all_to_all (rule only; moe_topk, built on it, loses the same).
 """
 
 import dataclasses
@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
 
 
 def moe_local(W, A, B):
@@ -26,23 +25,6 @@ def moe_local(W, A, B):
     product = jnp.einsum("esd,edf->esf", buffer, W)                                      # [E, S, F]
     out = product.at[expert, slot].get(mode="fill", fill_value=0)
     return jnp.where(valid[:, None], out, 0)
-
-
-def moe_jit(W, A, B, *, mesh):
-    return jax.jit(moe_local, out_shardings=NamedSharding(mesh, P('X', 'Y')))(W, A, B)
-
-
-def moe_allgather(W, A, B, *, mesh):
-    def local(w, a, b):
-        a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: full rows
-        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
-        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
-        first = jax.lax.axis_index('X') * w.shape[0]            # my first expert
-        mine = moe_local(w, a, b - first)                       # [S, F/nY], zero unless my expert
-        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
-                         out_specs=P('X', 'Y'))(W, A, B)
 
 
 def moe_all_to_all(W, A, B, *, mesh):

@@ -14,7 +14,6 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 
-
 def moe_local(W, A, B):
     # Tokens whose expert is outside [0, E) come out as zeros: the sharded versions rely on it.
     E, S = W.shape[0], A.shape[0]
@@ -26,23 +25,6 @@ def moe_local(W, A, B):
     product = jnp.einsum("esd,edf->esf", buffer, W)                                      # [E, S, F]
     out = product.at[expert, slot].get(mode="fill", fill_value=0)
     return jnp.where(valid[:, None], out, 0)
-
-
-def moe_jit(W, A, B, *, mesh):
-    return jax.jit(moe_local, out_shardings=NamedSharding(mesh, P('X', 'Y')))(W, A, B)
-
-
-def moe_allgather(W, A, B, *, mesh):
-    def local(w, a, b):
-        a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: full rows
-        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
-        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
-        first = jax.lax.axis_index('X') * w.shape[0]            # my first expert
-        mine = moe_local(w, a, b - first)                       # [S, F/nY], zero unless my expert
-        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
-                         out_specs=P('X', 'Y'))(W, A, B)
 
 
 def moe_all_to_all(W, A, B, *, mesh):
@@ -84,5 +66,3 @@ def moe_all_to_all(W, A, B, *, mesh):
                          out_specs=P('X', 'Y'))(W, A, B)
 
 
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)

@@ -38,18 +38,6 @@ def allgather_matmul(A, W, *, mesh):
                          out_specs=P('X', 'Y'))(A, W)
 
 
-def allreduce_matmul(A, W, *, mesh):
-    F = W.shape[1]
-    pieces = next(k for k in (4, 2, 1) if F % k == 0)
-
-    def local(a, w):                      # a: [B/nX, D/nY], w: [D/nY, F]
-        tiles = jnp.split(w, pieces, axis=1)
-        return jnp.concatenate([jax.lax.psum(a @ t, 'Y') for t in tiles], axis=1)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
-                         out_specs=P('X', None))(A, W)
-
-
 def reducescatter_matmul(T, W2, *, mesh):
     def local(t, w2):                     # t: [B/nX, F/nY], w2: [F/nY, D]
         n = jax.lax.axis_size('Y')

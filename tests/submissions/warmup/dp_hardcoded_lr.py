@@ -16,62 +16,6 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 ALL = ('X', 'Y')   # both mesh axes at once: P(ALL) splits a dimension over every device
 
 
-def place(x, *, mesh):
-    return jax.device_put(x, NamedSharding(mesh, P('X', 'Y')))
-
-
-def sum_rows_fully_sharded(x, *, mesh):
-    @jax.jit
-    def column_sums(x):
-        return jax.lax.with_sharding_constraint(x.sum(axis=0), NamedSharding(mesh, P(ALL)))
-
-    return column_sums(x)
-
-
-def total_sum(x, *, mesh):
-    def local(block):
-        return jax.lax.psum(block.sum(), ALL)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P())(x)
-
-
-def layer_auto(x, w, b, *, mesh):
-    @jax.jit
-    def layer(x, w, b):
-        return jax.nn.sigmoid(x @ w + b)
-
-    return layer(x, w, b)
-
-
-def layer_constrained(x, w, b, *, mesh):
-    split_k = NamedSharding(mesh, P(ALL))
-
-    @jax.jit
-    def layer(x, w, b):
-        x = jax.lax.with_sharding_constraint(x, split_k)
-        w = jax.lax.with_sharding_constraint(w, split_k)
-        return jax.nn.sigmoid(x @ w + b)
-
-    return layer(x, w, b)
-
-
-def layer_shard_map(x, w, b, *, mesh):
-    def local(x_slice, w_rows, b):
-        return jax.nn.sigmoid(jax.lax.psum(x_slice @ w_rows, ALL) + b)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(ALL), P(ALL), P()),
-                         out_specs=P())(x, w, b)
-
-
-def normalized_convolution(xs, w, *, mesh):
-    def local(block, w):
-        length = block.shape[1]
-        c = jnp.stack([block[:, i:i + 3] @ w for i in range(length - 2)], axis=1)
-        return c / jax.lax.psum(c, ALL)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(ALL), P()), out_specs=P(ALL))(xs, w)
-
-
 def dp_train_step(params, xs, ys, *, mesh, lr):
     global_batch = xs.shape[0]
 
@@ -87,5 +31,3 @@ def dp_train_step(params, xs, ys, *, mesh, lr):
                          out_specs=P())(params, xs, ys)
 
 
-def explicit_matmul(x, w, *, mesh):
-    return jnp.matmul(x, w, out_sharding=NamedSharding(mesh, P('X', 'Y')))
