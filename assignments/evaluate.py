@@ -171,55 +171,59 @@ def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis
 def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: str,
                       arrays: list[np.ndarray]) -> CaseResult:
     """Run a compiled case on `arrays` and judge it against the contract."""
-    problems: list[str] = []
-    rule_problems: list[str] = []
     analysis = analyze(compiled, mesh)
-
-    if part.style == "jit" and uses_shard_map(stablehlo_text):
-        rule_problems.append(f"{part.name} must use jax.jit only, but the program contains a shard_map.")
-    # On a one-device mesh JAX inlines a shard_map (nothing to map over), so it leaves no
-    # trace in the program: the style can only be judged on larger meshes.
-    if part.style == "shard_map" and np.prod(case.mesh) > 1 and not uses_shard_map(stablehlo_text):
-        rule_problems.append(f"{part.name} must be written with jax.shard_map, but the program has none.")
-
-    values_ok = False
+    rule_problems = _style_problems(part, case, stablehlo_text)
     try:
         args = place(arrays, part, mesh)
         out = jax.block_until_ready(compiled(*args))  # finished before count_when_run profiles a run
     except Exception as e:  # a runtime failure inside the compiled program
-        problems.append(f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
         rule_problems += part.rule.violations(analysis, case, arrays)
-        return CaseResult(case, False, not rule_problems, problems + rule_problems, analysis)
+        problem = f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        return CaseResult(case, False, not rule_problems, [problem] + rule_problems, analysis)
     analysis = count_when_run(compiled, args, analysis)
     rule_problems += part.rule.violations(analysis, case, arrays)
-
     reference = part.reference(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
     if isinstance(part.result, Tree):
-        problems += _tree_problems(out, part.result, reference, mesh, case)
+        problems = _tree_problems(out, part.result, reference, mesh, case)
         if any("values wrong" in p for p in problems) and (hint := _hint(part, out, arrays, case)):
             problems.append(hint)
-        values_ok = not problems
-        return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
+    else:
+        problems = _array_problems(part, case, mesh, out, reference, arrays)
+    return CaseResult(case, not problems, not rule_problems, problems + rule_problems, analysis)
+
+
+def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
+    """Is the program written in the required style (jax.jit only, or with shard_map)?"""
+    if part.style is None:
+        return []
+    has_shard_map = uses_shard_map(stablehlo_text)
+    if part.style == "jit" and has_shard_map:
+        return [f"{part.name} must use jax.jit only, but the program contains a shard_map."]
+    # On a one-device mesh JAX inlines a shard_map (nothing to map over), so it leaves no
+    # trace in the program: the style can only be judged on larger meshes.
+    if part.style == "shard_map" and np.prod(case.mesh) > 1 and not has_shard_map:
+        return [f"{part.name} must be written with jax.shard_map, but the program has none."]
+    return []
+
+
+def _array_problems(part: Part, case: Case, mesh, out, reference, arrays) -> list[str]:
+    """Shape, dtype, sharding and values of a single-array result."""
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
     if isinstance(out, (tuple, list)):
-        problems.append(f"returned {len(out)} values; expected one array {part.result.describe(case)}")
-    elif tuple(out.shape) != want_shape:
-        problems.append(f"wrong shape: got {tuple(out.shape)}, expected {want_shape} "
-                        f"({part.result.describe(case)})")
-    elif out.dtype != want_dtype:
-        problems.append(f"wrong dtype: got {out.dtype}, expected {want_dtype}")
-    else:
-        want_sharding = NamedSharding(mesh, part.result.partition_spec)
-        if not out.sharding.is_equivalent_to(want_sharding, out.ndim):
-            problems.append(
-                f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
-                f"{part.result.partition_spec} ({_sharding_fix(part)})")
-        wrong = _compare_values(np.asarray(out), np.asarray(reference))
-        if wrong:
-            hint = _hint(part, np.asarray(out), arrays, case)
-            problems.append(wrong + (f". {hint}" if hint else ""))
-        values_ok = not problems
-    return CaseResult(case, values_ok, not rule_problems, problems + rule_problems, analysis)
+        return [f"returned {len(out)} values; expected one array {part.result.describe(case)}"]
+    if tuple(out.shape) != want_shape:
+        return [f"wrong shape: got {tuple(out.shape)}, expected {want_shape} ({part.result.describe(case)})"]
+    if out.dtype != want_dtype:
+        return [f"wrong dtype: got {out.dtype}, expected {want_dtype}"]
+    problems = []
+    if not out.sharding.is_equivalent_to(NamedSharding(mesh, part.result.partition_spec), out.ndim):
+        problems.append(f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
+                        f"{part.result.partition_spec} ({_sharding_fix(part)})")
+    wrong = _compare_values(np.asarray(out), np.asarray(reference))
+    if wrong:
+        hint = _hint(part, np.asarray(out), arrays, case)
+        problems.append(wrong + (f". {hint}" if hint else ""))
+    return problems
 
 
 def _sharding_fix(part: Part) -> str:

@@ -265,14 +265,11 @@ def grade_shipped(student: str, name: str | None, data: bytes | None, assignment
 
 def failure_results(assignment, student: str, why: str) -> dict:
     """A zero for every part, when the graders themselves failed on a submission."""
-    from assignments.contracts import get_assignment
+    from .results import SubmissionResult
 
     message = (f"the graders could not grade this submission ({why}); this is not the "
                f"student's fault: rerun the batch to try it again")
-    parts = get_assignment(assignment).parts
-    return {"score": 0.0, "output": message,
-            "tests": [{"name": p.name, "score": 0.0, "max_score": p.points, "status": "failed",
-                       "output": message} for p in parts]}
+    return SubmissionResult.failed(assignment, student, message).to_gradescope()
 
 
 # --- nbgrader's gradebook ------------------------------------------------------------------
@@ -352,13 +349,9 @@ class NbgraderGradebook:
                     continue
                 seen.add(grade_id)
                 if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-                    test = tests.get(grade_id)
-                    text = test["output"] if test else f"no grader result for {grade_id!r}"
-                    score = test["score"] if test else 0
-                    cell.outputs = [
-                        nbformat.v4.new_output("stream", name="stdout", text=text + "\n"),
-                        nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
-                                               execution_count=1)]
+                    from .nbgrader_plugin import grade_cell_outputs
+
+                    cell.outputs = grade_cell_outputs(tests.get(grade_id), f"no grader result for {grade_id!r}")
             nb.metadata["graders_batch"] = True
             write_atomic(target, nbformat.writes(nb))
             stamp = os.path.join(os.path.dirname(submission.path), "timestamp.txt")
@@ -392,6 +385,44 @@ class Outcome:
     """"graded", "kept" (graded by an earlier run, file unchanged) or "failed" (the graders failed)."""
 
 
+@dataclasses.dataclass
+class _Recorder:
+    """Writes each finished grading where it belongs (results.json, nbgrader's database) and
+    reports it, as soon as it finishes."""
+
+    assignment: str
+    out: str
+    only: list[str] | None
+    hashes: dict[str, str | None]
+    gradebook: "NbgraderGradebook | None"
+    on_done: object
+    outcomes: dict[str, Outcome] = dataclasses.field(default_factory=dict)
+
+    def keep(self, outcome: Outcome) -> None:
+        """A grade from an earlier run (the database converges on the files, even for these)."""
+        self.outcomes[outcome.submission.student] = outcome
+        self._report(outcome)
+
+    def finish(self, s: Submission, data: dict, status: str) -> None:
+        extra = {**(data.get("extra_data") or {}), "student": s.student, "assignment": self.assignment,
+                 "submission": s.path, "sha256": self.hashes[s.student],
+                 "only": list(self.only) if self.only else None, "complete": status == "graded",
+                 "note": s.note,
+                 "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        if s.path is None and status == "graded":
+            data["output"] = f"no submission: {s.note}. " + data.get("output", "")
+        data["extra_data"] = extra
+        write_atomic(os.path.join(self.out, s.student, RESULTS), json.dumps(data, indent=2))
+        self.outcomes[s.student] = outcome = Outcome(s, data, status)
+        self._report(outcome)
+
+    def _report(self, outcome: Outcome) -> None:
+        if self.gradebook is not None:
+            record_in_gradebook(self.gradebook, outcome)
+        if self.on_done:
+            self.on_done(outcome)
+
+
 def run_batch(submissions: list[Submission], assignment: str, out: str, *, workers: int = 2,
               limits: Limits = Limits(), only: list[str] | None = None,
               gradebook: NbgraderGradebook | None = None, force: bool = False,
@@ -402,65 +433,49 @@ def run_batch(submissions: list[Submission], assignment: str, out: str, *, worke
     `executor` runs the gradings: by default a pool of `workers` threads here, each running
     `grade_one`; or a `dask.distributed.Client`, whose workers run `grade_shipped` on the
     submission's bytes. Either way results are written here, as each finishes."""
-    outcomes: dict[str, Outcome] = {}
-    pending: list[Submission] = []
     hashes = {s.student: file_sha256(s.path) for s in submissions}
+    recorder = _Recorder(assignment, out, only, hashes, gradebook, on_done)
+    pending: list[Submission] = []
     for s in submissions:
         stored = read_results(out, s.student)
         if not force and is_current(stored, assignment, hashes[s.student], only):
-            outcomes[s.student] = Outcome(s, stored, "kept")
+            recorder.keep(Outcome(s, stored, "kept"))
         else:
             pending.append(s)
-
-    def finish(s: Submission, data: dict, status: str) -> None:
-        extra = {**(data.get("extra_data") or {}), "student": s.student, "assignment": assignment, "submission": s.path,
-                 "sha256": hashes[s.student], "only": list(only) if only else None,
-                 "complete": status == "graded", "note": s.note,
-                 "graded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-        if s.path is None and status == "graded":
-            data["output"] = f"no submission: {s.note}. " + data.get("output", "")
-        data["extra_data"] = extra
-        write_atomic(os.path.join(out, s.student, RESULTS), json.dumps(data, indent=2))
-        outcomes[s.student] = outcome = Outcome(s, data, status)
-        if gradebook is not None:
-            record_in_gradebook(gradebook, outcome)
-        if on_done:
-            on_done(outcome)
-
-    for outcome in list(outcomes.values()):
-        if gradebook is not None:  # the database converges on the files, even for kept grades
-            record_in_gradebook(gradebook, outcome)
-        if on_done:
-            on_done(outcome)
-
-    tries: dict[str, int] = {}
     own = executor is None
     pool = cf.ThreadPoolExecutor(max_workers=max(1, workers)) if own else executor
-    submit, as_completed = _dispatch(pool, assignment, limits, only)
     with pool if own else contextlib.nullcontext():
-        while pending:
-            futures = {submit(s): s for s in pending}
-            pending = []
-            try:
-                for future in as_completed(futures):
-                    s = futures[future]
-                    try:
-                        data = future.result()
-                    except Exception as e:  # a Dask worker that died (KilledWorker), a lost connection...
-                        data = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-                    if "error" not in data:
-                        finish(s, data, "graded")
-                        continue
-                    tries[s.student] = tries.get(s.student, 0) + 1
-                    if tries[s.student] > MAX_RETRIES:
-                        finish(s, failure_results(assignment, s.student, data["error"]), "failed")
-                    else:
-                        pending.append(s)
-            except KeyboardInterrupt:
-                for future in futures:
-                    future.cancel()
-                raise
-    return [outcomes[s.student] for s in submissions]
+        _grade_until_done(pending, pool, recorder, limits)
+    return [recorder.outcomes[s.student] for s in submissions]
+
+
+def _grade_until_done(pending: list[Submission], pool, recorder: _Recorder, limits: Limits) -> None:
+    """Grade `pending` on `pool`; a grading that fails is retried (MAX_RETRIES), then
+    recorded as the graders' failure."""
+    submit, as_completed = _dispatch(pool, recorder.assignment, limits, recorder.only)
+    tries: dict[str, int] = {}
+    while pending:
+        futures = {submit(s): s for s in pending}
+        pending = []
+        try:
+            for future in as_completed(futures):
+                s = futures[future]
+                try:
+                    data = future.result()
+                except Exception as e:  # a Dask worker that died (KilledWorker), a lost connection...
+                    data = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                if "error" not in data:
+                    recorder.finish(s, data, "graded")
+                    continue
+                tries[s.student] = tries.get(s.student, 0) + 1
+                if tries[s.student] > MAX_RETRIES:
+                    recorder.finish(s, failure_results(recorder.assignment, s.student, data["error"]), "failed")
+                else:
+                    pending.append(s)
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def is_dask_client(executor) -> bool:
@@ -529,7 +544,7 @@ def gradebook_rows(outcomes: list[Outcome], assignment: str, only) -> tuple[list
     for o in outcomes:
         tests = {t["name"]: t for t in o.results.get("tests", [])}
         extra = o.results.get("extra_data") or {}
-        problems = [f"{t['name']}: {first_problem(t['output'])}" for t in tests.values()
+        problems = [f"{t['name']}: {first_problem(t)}" for t in tests.values()
                     if t.get("status") != "passed"]
         row = {"student": o.submission.student,
                **{p.name: tests.get(p.name, {}).get("score", 0.0) for p in parts},
@@ -552,15 +567,10 @@ def write_gradebook_csv(path: str, outcomes: list[Outcome], assignment: str, onl
 # --- the command line --------------------------------------------------------------------
 
 
-def first_problem(output: str) -> str:
-    """The first thing a part's output says went wrong, without the case label."""
-    lines = [ln.strip() for ln in output.splitlines()]
-    for ln in lines[1:]:
-        if ln.startswith("- [") and "] " in ln:
-            return ln.split("] ", 1)[1]
-        if ln.startswith("note: "):
-            return ln[len("note: "):]
-    return lines[0] if lines else ""
+def first_problem(test: dict) -> str:
+    """The first thing that went wrong in one graded function (a results.json test), as the
+    results model recorded it (`PartResult.first_problem`); never parsed from the text."""
+    return str((test.get("extra_data") or {}).get("first_problem") or "")
 
 
 def summary_tables(outcomes: list[Outcome], assignment: str, only, console) -> None:
@@ -580,7 +590,7 @@ def summary_tables(outcomes: list[Outcome], assignment: str, only, console) -> N
             test = next((t for t in o.results.get("tests", []) if t["name"] == p.name), None)
             scores.append(float(test["score"]) if test else 0.0)
             if test and test.get("status") != "passed":
-                first = first_problem(test["output"])[:70]
+                first = first_problem(test)[:70]
                 problems[first] = problems.get(first, 0) + 1
         common = max(problems, key=problems.get) if problems else ""
         table.add_row(p.name, f"{p.points:g}", f"{statistics.mean(scores):.2f}" if scores else "-",
@@ -595,7 +605,7 @@ def summary_tables(outcomes: list[Outcome], assignment: str, only, console) -> N
     shown = sorted(outcomes, key=lambda o: (o.results.get("score", 0), o.submission.student))[:25]
     for o in sorted(shown, key=lambda o: o.submission.student):
         failing = [t for t in o.results.get("tests", []) if t.get("status") != "passed"]
-        first = f"{failing[0]['name']}: {first_problem(failing[0]['output'])}"[:90] if failing else ""
+        first = f"{failing[0]['name']}: {first_problem(failing[0])}"[:90] if failing else ""
         style = {"failed": "red", "kept": "dim"}.get(o.status, "")
         students.add_row(o.submission.student, f"{o.results.get('score', 0):g}/{maximum:g}",
                          f"[{style}]{o.status}[/{style}]" if style else o.status,
@@ -603,7 +613,7 @@ def summary_tables(outcomes: list[Outcome], assignment: str, only, console) -> N
     console.print(students)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m graders.batch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", help="nbgrader's submitted/ folder, or a folder of .ipynb/.py files")
@@ -623,16 +633,76 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the scores into nbgrader's database (see --db)")
     parser.add_argument("--db", help="nbgrader database URL (default: sqlite:///COURSE/gradebook.db, "
                                      "COURSE being the folder that holds submitted/)")
-    from .harness import add_limit_arguments, limits_from_args
+    from .harness import add_limit_arguments
 
     add_limit_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
 
-    from rich.console import Console
+
+def _isolation_ok(args, limits: Limits, console) -> bool:
+    """Say which isolation grading uses; False when it cannot be had here."""
+    from .sandbox import SandboxUnavailable, choose_isolation
+
+    if args.scheduler not in (None, "local"):  # the workers grade, each checking its own sandbox
+        console.print("isolation: chosen on each Dask worker (a worker without bubblewrap fails its "
+                      "submissions unless --unsandboxed)")
+        return True
+    try:
+        console.print(f"isolation: {choose_isolation(limits.sandbox).note}")
+        return True
+    except SandboxUnavailable as e:
+        console.print(f"[red]error[/red]: {e}")
+        return False
+
+
+def _open_gradebook(args) -> "NbgraderGradebook | None":
+    if not args.gradebook:
+        return None
+    source = os.path.abspath(args.source)
+    course = os.path.dirname(source) if os.path.basename(source) == "submitted" else source
+    return NbgraderGradebook(args.db or f"sqlite:///{os.path.join(course, 'gradebook.db')}",
+                             args.assignment, course)
+
+
+def _connect(args, console):
+    """(The Dask client, or None; how many workers grade). Raises OSError with no scheduler."""
+    if not (args.dask or args.scheduler):
+        return None, args.workers
+    client = dask_client(args.scheduler, args.workers)
+    n_workers = len(client.nthreads())
+    console.print(f"dask: {n_workers} worker(s), scheduler {client.scheduler.address}"
+                  + ("" if n_workers else " (tasks wait until a worker connects)"))
+    return client, n_workers
+
+
+def _grade_with_progress(args, submissions, out, limits, gradebook, client, console, counts):
+    """run_batch under a progress bar; the outcomes."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn)
 
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                  TextColumn("{task.fields[last]}"), console=console, transient=False) as progress:
+        task = progress.add_task(f"grading {args.assignment}", total=len(submissions), last="")
+
+        def on_done(outcome: Outcome) -> None:
+            counts[outcome.status] += 1
+            score = outcome.results.get("score", 0)
+            progress.update(task, advance=1, last=f"{outcome.submission.student}: {score:g} ({outcome.status})")
+
+        return run_batch(submissions, args.assignment, out, workers=args.workers, limits=limits,
+                         only=args.only, gradebook=gradebook, force=args.force, on_done=on_done,
+                         executor=client)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from rich.console import Console
+
     from assignments.contracts import ASSIGNMENTS
+
+    from .harness import limits_from_args
 
     if args.assignment not in ASSIGNMENTS:
         parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
@@ -644,78 +714,46 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = os.path.abspath(args.out or os.path.join("graded", args.assignment))
     limits = limits_from_args(args)
-    remote = args.scheduler not in (None, "local")
-    from .sandbox import SandboxUnavailable, choose_isolation
-
-    if remote:  # the workers grade, each checking its own sandbox
-        console.print("isolation: chosen on each Dask worker (a worker without bubblewrap fails its "
-                      "submissions unless --unsandboxed)")
-    else:
-        try:
-            console.print(f"isolation: {choose_isolation(limits.sandbox).note}")
-        except SandboxUnavailable as e:
-            console.print(f"[red]error[/red]: {e}")
-            return 2
-    gradebook = None
-    if args.gradebook:
-        source = os.path.abspath(args.source)
-        course = os.path.dirname(source) if os.path.basename(source) == "submitted" else source
-        gradebook = NbgraderGradebook(args.db or f"sqlite:///{os.path.join(course, 'gradebook.db')}",
-                                      args.assignment, course)
-    client = None
-    n_workers = args.workers
-    if args.dask or args.scheduler:
-        try:
-            client = dask_client(args.scheduler, args.workers)
-        except OSError as e:
-            console.print(f"[red]error[/red]: no Dask scheduler at {args.scheduler}: {e}")
-            if gradebook is not None:
-                gradebook.close()
-            return 2
-        n_workers = len(client.nthreads())
-        console.print(f"dask: {n_workers} worker(s), scheduler {client.scheduler.address}"
-                      + ("" if n_workers else " (tasks wait until a worker connects)"))
-
+    if not _isolation_ok(args, limits, console):
+        return 2
+    gradebook = _open_gradebook(args)
+    try:
+        client, n_workers = _connect(args, console)
+    except OSError as e:
+        console.print(f"[red]error[/red]: no Dask scheduler at {args.scheduler}: {e}")
+        if gradebook is not None:
+            gradebook.close()
+        return 2
     started = time.perf_counter()
     counts = {"graded": 0, "kept": 0, "failed": 0}
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                  TextColumn("{task.fields[last]}"), console=console, transient=False) as progress:
-        task = progress.add_task(f"grading {args.assignment}", total=len(submissions), last="")
+    try:
+        outcomes = _grade_with_progress(args, submissions, out, limits, gradebook, client, console, counts)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/yellow]: {counts['graded']} graded in this run and "
+                      f"{counts['kept']} from earlier runs are kept in {out}; run the same command "
+                      f"again to grade the rest")
+        return 130
+    finally:
+        if gradebook is not None:
+            gradebook.close()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                n_workers = len(client.nthreads()) or n_workers
+            client.close()
+    _print_summary(outcomes, args, out, counts, time.perf_counter() - started, n_workers, client, console)
+    return 0
 
-        def on_done(outcome: Outcome) -> None:
-            counts[outcome.status] += 1
-            score = outcome.results.get("score", 0)
-            progress.update(task, advance=1, last=f"{outcome.submission.student}: {score:g} ({outcome.status})")
 
-        try:
-            outcomes = run_batch(submissions, args.assignment, out, workers=args.workers, limits=limits,
-                                 only=args.only, gradebook=gradebook, force=args.force, on_done=on_done,
-                                 executor=client)
-        except KeyboardInterrupt:
-            progress.stop()
-            console.print(f"[yellow]interrupted[/yellow]: {counts['graded']} graded in this run and "
-                          f"{counts['kept']} from earlier runs are kept in {out}; run the same command "
-                          f"again to grade the rest")
-            return 130
-        finally:
-            if gradebook is not None:
-                gradebook.close()
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    n_workers = len(client.nthreads()) or n_workers
-                client.close()
+def _print_summary(outcomes, args, out, counts, elapsed, n_workers, client, console) -> None:
     csv_path = os.path.join(out, GRADEBOOK_CSV)
     write_gradebook_csv(csv_path, outcomes, args.assignment, args.only)
     summary_tables(outcomes, args.assignment, args.only, console)
-    elapsed = time.perf_counter() - started
     rate = counts["graded"] / elapsed * 60 if counts["graded"] else 0.0
-    console.print(f"{counts['graded']} graded ({rate:.1f} per minute with {n_workers} {'Dask ' if client else ''}worker(s)), "
-                  f"{counts['kept']} kept from an earlier run (unchanged), {counts['failed']} the graders "
-                  f"failed on (rerun to retry) in {elapsed:.0f} s")
+    console.print(f"{counts['graded']} graded ({rate:.1f} per minute with {n_workers} "
+                  f"{'Dask ' if client else ''}worker(s)), {counts['kept']} kept from an earlier run "
+                  f"(unchanged), {counts['failed']} the graders failed on (rerun to retry) in {elapsed:.0f} s")
     console.print(f"results: {out}/<student>/{RESULTS}; gradebook: {csv_path}"
-                  + ("; nbgrader's database updated" if gradebook else ""))
-    return 0
+                  + ("; nbgrader's database updated" if args.gradebook else ""))
 
 
 if __name__ == "__main__":

@@ -169,14 +169,11 @@ def run(root: str) -> dict:
     try:
         path, note = find_submission(os.path.join(root, "submission"), assignment)
         if path is None:
-            from .batch import failure_results
+            from .results import SubmissionResult
 
-            data = failure_results(assignment, "", "no file")
             message = (f"no notebook or Python file was found in your submission; upload "
                        f"{assignment}.ipynb (the notebook you worked in)")
-            data["output"] = message
-            for test in data["tests"]:
-                test["output"] = f"{test['name']}: 0/{test['max_score']:g} points: {message}"
+            data = SubmissionResult.failed(assignment, "", message).to_gradescope()
         else:
             from .harness import Limits
             from .run import grade

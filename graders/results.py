@@ -78,6 +78,8 @@ class PartResult:
     @property
     def output(self) -> str:
         """What the student may read: which cases failed and why (no hidden inputs)."""
+        if not self.cases:  # never graded: the note says why
+            return _bounded(f"{self.name}: 0/{self.max_score:g} points: {self.note}", MAX_OUTPUT_CHARS)
         ok = sum(c.passed for c in self.cases)
         values = sum(c.values_ok for c in self.cases)
         rule = sum(c.values_ok and c.rule_ok for c in self.cases)
@@ -110,6 +112,15 @@ class SubmissionResult:
     """Seconds spent per phase (export, compile, run, ...)."""
     isolation: str = ""
     """Which sandbox the submission's code ran in (`graders.sandbox.Isolation.note`)."""
+
+    @classmethod
+    def failed(cls, assignment: str, submission: str, message: str) -> "SubmissionResult":
+        """Zero for every graded function, each saying `message` (the submission could not
+        be graded at all)."""
+        from assignments.contracts import get_assignment
+
+        parts = [PartResult(p.name, p.points, [], note=message) for p in get_assignment(assignment).parts]
+        return cls(assignment, submission, parts, [message])
 
     @property
     def score(self) -> float:
