@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from assignments.contract import Assignment, Part, case_request
@@ -56,6 +57,9 @@ class Limits:
     """Size of the sandbox's /tmp and of its scratch folder."""
     max_strikes: int = 2
     """Cases of one function that may time out or crash before its others are not run."""
+    judges: int = 2
+    """Judge workers compiling a submission's artifacts side by side (one per core helps; a
+    batch already grading one submission per core needs only one)."""
     sandbox: str = "auto"
     """"auto" (bubblewrap, refusing to grade without it) or "none" (no isolation at all:
     only for trusted code, e.g. the kit's own solutions on a machine without bubblewrap)."""
@@ -147,20 +151,50 @@ def _judge(jobs: list[_Job], exports: dict, assignment: Assignment, limits: Limi
         requests.append(_judge_request(job, export, assignment))
     if not requests:
         return results, []
+    deadlines = Deadlines(stall=limits.run_timeout + CASE_GRACE, case=limits.run_timeout,
+                          end=context["end"])
+    shares = _shares(requests, max(1, limits.judges))
+    if len(shares) == 1:
+        runs = [_run_judge(shares[0], assignment, deadlines, context["worker"])]
+    else:  # each judge with a uid of its own, so that sweeping one never touches the other
+        def judge_share(share):
+            with Slot() as slot:
+                return _run_judge(share, assignment, deadlines, {**context["worker"], "uid": slot.uid})
 
+        with ThreadPoolExecutor(len(shares)) as pool:
+            runs = list(pool.map(judge_share, shares))
+    events = []
+    for run in runs:
+        for case_id_, event in run.results.items():
+            if "values_ok" in event and case_id_ in keys:  # a verdict, not a timeout or a crash
+                verdicts.store(keys[case_id_], {
+                    "values_ok": event["values_ok"], "rule_ok": event["rule_ok"],
+                    "problems": event["problems"],
+                    "analysis": None if event["analysis"] is None else event["analysis"].to_json()})
+        results.update(run.results)
+        events += run.events
+    return results, events
+
+
+def _shares(requests: list[dict], n: int) -> list[list[dict]]:
+    """`requests` split among `n` judges, each function's cases on one mesh kept together
+    (cases that differ only in their input values share a compiled program), balancing the
+    number of cases."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in requests:
+        groups.setdefault((r["part"], tuple(r["case"]["mesh"])), []).append(r)
+    shares: list[list[dict]] = [[] for _ in range(min(n, len(groups)))]
+    for group in sorted(groups.values(), key=len, reverse=True):
+        min(shares, key=len).extend(group)
+    return shares
+
+
+def _run_judge(requests: list[dict], assignment: Assignment, deadlines: Deadlines, worker: dict):
     def request_for(skip):
         return request_text("judge", assignment=assignment.name, jobs=requests, skip=skip)
 
-    deadlines = Deadlines(stall=limits.run_timeout + CASE_GRACE, case=limits.run_timeout,
-                          end=context["end"])
-    run = run_worker(python_command("assignments.judge_worker:main"), request_for,
-                     [r["id"] for r in requests], kind="judge", deadlines=deadlines, **context["worker"])
-    for case_id_, event in run.results.items():
-        if "values_ok" in event and case_id_ in keys:  # a verdict, not a timeout or a crash
-            verdicts.store(keys[case_id_], {
-                "values_ok": event["values_ok"], "rule_ok": event["rule_ok"], "problems": event["problems"],
-                "analysis": None if event["analysis"] is None else event["analysis"].to_json()})
-    return {**results, **run.results}, run.events
+    return run_worker(python_command("assignments.judge_worker:main"), request_for,
+                      [r["id"] for r in requests], kind="judge", deadlines=deadlines, **worker)
 
 
 def _judge_request(job: _Job, export: dict, assignment: Assignment) -> dict:
@@ -230,8 +264,9 @@ def _read_events(events: list[dict], timings: dict) -> list[str]:
         if event["event"] == "loaded":
             problems += event["problems"]
             timings["export: run the submission"] = event["run_submission_s"]
-        elif event["event"] == "finished":
-            timings.update(event["timings"])
+        elif event["event"] == "finished":  # several judges: their times add up
+            for phase, seconds in event["timings"].items():
+                timings[phase] = timings.get(phase, 0.0) + seconds
         elif event["event"] == "died":
             problems.append(event["message"])
     return problems
@@ -271,6 +306,8 @@ def add_limit_arguments(parser) -> None:
         value = getattr(defaults, name)
         parser.add_argument("--" + name.replace("_", "-"), type=float, default=value,
                             help=f"seconds (default {value:g})")
+    parser.add_argument("--judges", type=int, default=defaults.judges,
+                        help=f"judge workers side by side (default {defaults.judges})")
     parser.add_argument("--memory-gib", type=float, default=defaults.memory_bytes / 2**30,
                         help=f"address space per worker process (default {defaults.memory_bytes / 2**30:g})")
     parser.add_argument("--unsandboxed", action="store_true",
@@ -281,7 +318,7 @@ def add_limit_arguments(parser) -> None:
 def limits_from_args(args) -> Limits:
     return Limits(cell_timeout=args.cell_timeout, case_timeout=args.case_timeout,
                   stall_timeout=args.stall_timeout, run_timeout=args.run_timeout,
-                  submission_timeout=args.submission_timeout,
+                  submission_timeout=args.submission_timeout, judges=args.judges,
                   memory_bytes=int(args.memory_gib * 2**30),
                   sandbox="none" if args.unsandboxed else "auto")
 
@@ -290,5 +327,5 @@ def limit_options(limits: Limits) -> list[str]:
     """`limits` as command-line options (the inverse of `limits_from_args`)."""
     options = [f"--{name.replace('_', '-')}={getattr(limits, name)}" for name in
                ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout")]
-    options.append(f"--memory-gib={limits.memory_bytes / 2**30}")
+    options += [f"--memory-gib={limits.memory_bytes / 2**30}", f"--judges={limits.judges}"]
     return options + (["--unsandboxed"] if limits.sandbox == "none" else [])

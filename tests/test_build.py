@@ -63,4 +63,4 @@ def test_solutions_branch(repo_root, tmp_path):
     subprocess.run([sys.executable, "-m", "graders.build", "solutions-branch"], cwd=clone, check=True)
     shown = subprocess.run(["git", "show", "solutions:release/problem1/problem1.ipynb"], cwd=clone,
                            check=True, capture_output=True, text=True).stdout
-    assert "NotImplementedError" not in shown and "jnp.roll(block, shift, axis=0)" in shown
+    assert "raise NotImplementedError()" not in shown and "jnp.roll(block, shift, axis=0)" in shown
