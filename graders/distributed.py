@@ -29,35 +29,38 @@ import time
 
 import numpy as np
 
-from .sandbox import Resources, Slot, bwrap_command, choose_isolation, limited, python_command
+from .sandbox import Resources, Slot, bwrap_command, choose_isolation, limited, python_command, uid_command
 
 SHARED = "/shared"
 """Where the sandbox sees the run's folder (artifacts, inputs, results)."""
 
 
-def _inside(job: dict, work: str) -> dict:
-    """A job with its file paths as the sandbox sees them."""
+def _inside(job: dict, work: str, shared: str) -> dict:
+    """A job with its file paths as the sandbox sees them (the run's folder at `shared`)."""
     def moved(path):
         rel = os.path.relpath(path, work)
         if rel.startswith(".."):
             raise ValueError(f"{path} is outside the run's folder {work}")
-        return os.path.join(SHARED, rel)
+        return os.path.join(shared, rel)
 
     return {**job, "file": moved(job["file"]), "inputs": [moved(p) for p in job["inputs"]]}
 
 
-def _run_sandboxed(command: list[str], work: str, timeout: float) -> str | None:
-    """Run `command` in the graders' sandbox with `work` writable at /shared; None when it
-    ended well, else why not."""
-    isolation = choose_isolation("auto")
+def _run_sandboxed(command: list[str], work: str, timeout: float, isolation) -> str | None:
+    """Run `command` in the graders' sandbox with `work` writable (at /shared under
+    bubblewrap); None when it ended well, else why not."""
     resources = Resources(memory_bytes=16 * 2**30)
     with Slot() as slot:
         if slot.uid is not None:
             for root, dirs, files in os.walk(work):
                 for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
                     os.chown(name, slot.uid, slot.uid)
-        full = bwrap_command(command, slot.uid, resources, shared=(work, SHARED)) \
-            if isolation.sandboxed else command
+        if isolation.sandboxed:
+            full = bwrap_command(command, slot.uid, resources, shared=(work, SHARED))
+        elif isolation.level == "uid":
+            full = uid_command(command, slot.uid, work)
+        else:
+            full = command
         proc = subprocess.Popen(limited(full, resources), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True, cwd=work)
@@ -102,18 +105,20 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
     # Every process runs a program compiled from student code: all of them run in one
     # sandbox (they talk over its own loopback), with `work` as its only writable folder.
     port = free_port()
-    out_file = os.path.join(SHARED, f"distributed-{time.monotonic_ns()}.json")
+    isolation = choose_isolation("auto")
+    shared = SHARED if isolation.sandboxed else work
+    out_file = os.path.join(shared, f"distributed-{time.monotonic_ns()}.json")
     launch = []
     for pid in range(processes):
         request = f"distributed-request-{pid}.json"
         with open(os.path.join(work, request), "w") as f:
             json.dump({"coordinator": f"127.0.0.1:{port}", "processes": processes, "process_id": pid,
-                       "local_devices": local_devices, "jobs": [_inside(j, work) for j in runnable],
-                       "out_dir": SHARED, "out_file": out_file}, f)
+                       "local_devices": local_devices, "jobs": [_inside(j, work, shared) for j in runnable],
+                       "out_dir": shared, "out_file": out_file}, f)
         launch.append(f"{shlex.join(python_command('assignments.distributed_worker:main'))} "
-                      f"{SHARED}/{request} > {SHARED}/distributed-{pid}.log 2>&1 &")
+                      f"{shared}/{request} > {shared}/distributed-{pid}.log 2>&1 &")
     script = " ".join(launch) + " wait"
-    failed = _run_sandboxed(["sh", "-c", script], work, timeout)
+    failed = _run_sandboxed(["sh", "-c", script], work, timeout, isolation)
     out_file = os.path.join(work, os.path.basename(out_file))
     if failed is None and os.path.exists(out_file):
         with open(out_file) as f:

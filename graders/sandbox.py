@@ -196,7 +196,7 @@ class Isolation:
     """Which isolation a grading ran under (recorded in results.json)."""
 
     level: str
-    """"bubblewrap" or "none"."""
+    """"bubblewrap", "uid" (the fallback: a dedicated uid without namespaces) or "none"."""
     note: str
 
     @property
@@ -204,20 +204,78 @@ class Isolation:
         return self.level == "bubblewrap"
 
 
+HIDDEN = ("graders", "solutions", "source", "tests", ".git", "submitted", "autograded", "feedback",
+          "release", ".grading-secret", ".verdict-cache")
+"""The kit's material a sandboxed uid must not read (the fallback makes it private)."""
+
+
+def _readable_by_others(path: str) -> bool:
+    """Can a uid that is not the owner (nor in the group) read `path` and reach it?"""
+    path = os.path.realpath(path)
+    parts = path.split("/")
+    for i in range(2, len(parts) + 1):
+        mode = os.stat("/".join(parts[:i]) or "/").st_mode
+        if not mode & 0o001:  # a folder on the way others cannot traverse
+            return False
+    return bool(os.stat(path).st_mode & 0o004)
+
+
+def uid_fallback_problem() -> str | None:
+    """Why a dedicated uid cannot run the workers here, or None when it can."""
+    if os.geteuid() != 0:
+        return "a dedicated uid needs the graders to run as root"
+    if not (shutil.which("setpriv") and shutil.which("prlimit")):
+        return "setpriv and prlimit (util-linux) are missing"
+    private = [r for r in readable_roots() if not _readable_by_others(r)]
+    if private:
+        return (f"the interpreter or runtime is not readable by other users ({private[0]}); install "
+                f"the kit's environment where other users can read it (e.g. under /opt)")
+    return None
+
+
+def protect_hidden() -> None:
+    """Make the kit's hidden material readable by its owner only (the fallback's wall)."""
+    for name in HIDDEN:
+        path = os.path.join(REPO_ROOT, name)
+        if os.path.lexists(path):
+            os.chmod(path, os.stat(path).st_mode & 0o700)
+
+
 def choose_isolation(sandbox: str) -> Isolation:
-    """The isolation for `sandbox` ("bubblewrap", "auto" or "none"). "auto" and
-    "bubblewrap" refuse to grade without the sandbox; "none" is the explicit opt-out."""
+    """The isolation for `sandbox`: "auto" (bubblewrap, else as root a dedicated uid, else
+    refuse), "bubblewrap", "uid" or "none" (the explicit opt-out)."""
     if sandbox == "none":
         return Isolation("none", "NO ISOLATION: student code ran as the grader's own user, with "
                                  "access to the grader's files and network (--unsandboxed)")
-    problem = bubblewrap_problem()
-    if problem:
-        raise SandboxUnavailable(
-            f"cannot grade untrusted code in a sandbox here: {problem}. Fix that, or pass "
-            f"--unsandboxed (Limits(sandbox='none')) to grade trusted code without isolation.")
-    who = "a uid of its own" if os.geteuid() == 0 else "the grader's uid"
-    return Isolation("bubblewrap", f"bubblewrap: {who} in a user namespace, no capabilities, own "
-                                   f"PID/network/mount/IPC namespaces, read-only runtime, private /tmp")
+    problem = bubblewrap_problem() if sandbox in ("auto", "bubblewrap") else "not asked for"
+    if problem is None:
+        who = "a uid of its own" if os.geteuid() == 0 else "the grader's uid"
+        return Isolation("bubblewrap", f"bubblewrap: {who} in a user namespace, no capabilities, own "
+                                       f"PID/network/mount/IPC namespaces, read-only runtime, private /tmp")
+    fallback = uid_fallback_problem() if sandbox in ("auto", "uid") else "not asked for"
+    if fallback is None:
+        protect_hidden()
+        return Isolation("uid", f"dedicated uid (bubblewrap unavailable: {problem}): a uid of its own, "
+                                f"no capabilities, rlimits, kit's hidden folders private, "
+                                f"{'no network' if _can_unshare_net() else 'NETWORK REACHABLE'}; "
+                                f"the rest of the filesystem is visible read-only by permissions")
+    raise SandboxUnavailable(
+        f"cannot grade untrusted code in a sandbox here: {problem}; no dedicated-uid fallback "
+        f"either: {fallback}. Fix one of these, or pass --unsandboxed (Limits(sandbox='none')) to "
+        f"grade trusted code without isolation.")
+
+
+@functools.lru_cache(maxsize=1)
+def _can_unshare_net() -> bool:
+    return bool(shutil.which("unshare")) and subprocess.run(
+        ["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+def uid_command(command: list[str], uid: int, home: str) -> list[str]:
+    """`command` as `uid` with no capabilities (the fallback), without network where possible."""
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--", "env", f"HOME={home}", f"TMPDIR={home}"]
+    return (["unshare", "-n", "--"] if _can_unshare_net() else []) + drop + command
 
 
 # --- one uid per concurrent grading ---------------------------------------------------------
@@ -434,10 +492,10 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
             _fail(run, pending, "not graded: the submission used up its grading budget")
             break
         attempt = _Attempt()
-        full = bwrap_command(command, uid, resources) if isolation.sandboxed else command
+        full, where = _isolated(command, isolation, uid, resources, cwd)
         debug = os.environ.get(DEBUG_VARIABLE)
         proc = subprocess.Popen(limited(full, resources), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=None if debug else subprocess.DEVNULL, cwd=cwd,
+                                stderr=None if debug else subprocess.DEVNULL, cwd=where,
                                 env=_host_env(isolation), start_new_session=True)
         try:
             proc.stdin.write(request_for(sorted(run.results)).encode())
@@ -450,6 +508,20 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
             _blame(run, attempt, proc.returncode, resources, case_ids, function_of, strikes,
                    outside_kills, max_strikes)
     return run
+
+
+def _isolated(command: list[str], isolation: Isolation, uid: int | None, resources: Resources,
+              cwd: str) -> tuple[list[str], str]:
+    """(The command wrapped in the isolation, the folder it starts in)."""
+    if isolation.level == "bubblewrap":
+        return bwrap_command(command, uid, resources), cwd
+    if isolation.level == "uid" and uid is not None:
+        home = os.path.join(tempfile.gettempdir(), f"kit-sandbox-{uid}")
+        shutil.rmtree(home, ignore_errors=True)  # nothing of an earlier grading survives
+        os.makedirs(home, mode=0o700)
+        os.chown(home, uid, uid)
+        return uid_command(command, uid, home), home
+    return command, cwd
 
 
 def _blame(run: WorkerRun, attempt: _Attempt, returncode: int, resources: Resources,

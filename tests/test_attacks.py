@@ -235,3 +235,69 @@ def test_hidden_inputs_depend_on_the_course_secret():
     a2, = hidden_inputs(spec, part, case, case_seed("problem1", part.name, 0, b"course A"))
     b, = hidden_inputs(spec, part, case, case_seed("problem1", part.name, 0, b"course B"))
     assert np.array_equal(a1, a2) and not np.array_equal(a1, b)
+
+
+FALLBACK_PROBE = r"""
+import json, os, socket, sys
+json.loads(sys.stdin.read())
+found = [f"uid={os.getuid()}"]
+for path in ("graders/harness.py", "solutions/problem1.py", ".grading-secret"):
+    try:
+        open(os.path.join(KIT, path)).read()
+        found.append("read " + path)
+    except OSError:
+        pass
+for path in (os.path.join(KIT, "pwned-fallback"), "/root/pwned-fallback"):
+    try:
+        open(path, "w").write("pwned")
+        found.append("wrote " + path)
+    except OSError:
+        pass
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=1)
+    found.append("network")
+except OSError:
+    pass
+print(json.dumps({"event": "start", "id": "f__0"}), flush=True)
+print(json.dumps({"event": "case", "id": "f__0", "status": "error", "message": " ".join(found)}), flush=True)
+print(json.dumps({"event": "finished", "timings": {}}), flush=True)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the dedicated-uid fallback needs root")
+def test_the_dedicated_uid_fallback_walls_off_the_kit(tmp_path):
+    """Where bubblewrap cannot run, does a worker under the fallback (a uid of its own, the
+    kit's hidden folders made private) run unprivileged, unable to read the hidden material,
+    write the kit or reach the network? (The probe is the system Python: this machine's JAX
+    environment lives under a private $HOME, which the fallback rightly refuses.)"""
+    import json as _json
+
+    from graders import sandbox
+
+    if sandbox.uid_fallback_problem() is None:
+        pytest.skip("this machine's environment is readable by others: covered by grading runs")
+    with pytest.raises(sandbox.SandboxUnavailable, match="not readable by other users"):
+        sandbox.choose_isolation("uid")  # refused, with the fix named
+    modes = {n: os.stat(os.path.join(REPO_ROOT, n)).st_mode for n in sandbox.HIDDEN
+             if os.path.lexists(os.path.join(REPO_ROOT, n))}
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    try:
+        sandbox.protect_hidden()
+        isolation = sandbox.Isolation("uid", "test")
+        script = FALLBACK_PROBE.replace("KIT", repr(REPO_ROOT)).replace("PORT", str(server.getsockname()[1]))
+        with sandbox.Slot() as slot:
+            run = sandbox.run_worker(
+                ["/usr/bin/python3", "-I", "-c", script], lambda skip: _json.dumps({}), ["f__0"],
+                kind="export", deadlines=sandbox.Deadlines(10, 10, time.monotonic() + 30),
+                resources=sandbox.Resources(), isolation=isolation, uid=slot.uid,
+                function_of={"f__0": "f"}, cwd=str(tmp_path))
+        found = run.results["f__0"]["message"]
+    finally:
+        server.close()
+        for name, mode in modes.items():
+            os.chmod(os.path.join(REPO_ROOT, name), mode)
+    uid = int(found.split()[0].removeprefix("uid="))
+    assert SLOT_UID_BASE <= uid < SLOT_UID_BASE + SLOTS, found
+    assert found.split() == [found.split()[0]], f"the fallback let the worker do: {found}"
