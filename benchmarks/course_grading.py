@@ -40,6 +40,15 @@ def graded_seconds(path: str, assignment: str, env: dict) -> float:
     return time.perf_counter() - started
 
 
+TARGETS = {"problem2": 8.0}
+"""Issue 12's per-submission targets (seconds, cold); 3.5 s for the others."""
+
+
+def against(what: str, value: float, target: float, unit: str) -> str:
+    verdict = "met" if value <= target else f"MISSED by {value - target:.1f} {unit} ({value / target:.2f}x)"
+    return f"target for {what}: at most {target:g} {unit}; measured {value:.1f} {unit}: {verdict}"
+
+
 def per_submission(assignments: list[str], cache: str) -> dict[str, dict[str, tuple[float, float]]]:
     """{assignment: {submission kind: (cold seconds, warm seconds)}}."""
     env = {**os.environ, "KIT_VERDICT_CACHE": cache}
@@ -108,6 +117,8 @@ def projection(table, speedup: float, duplication: float) -> None:
             print(f"  {students:>5} students, {label:<17} ({share:.0%} identical): "
                   f"{minutes:6.1f} minutes ({per_student:.1f} s per student's five submissions, "
                   f"{speedup:.2f}x from 2 workers)")
+            if students == 200:
+                print("    " + against("200 students", minutes, 45.0 if share else 75.0, "min"))
 
 
 def main() -> int:
@@ -123,10 +134,15 @@ def main() -> int:
     table = per_submission(args.assignments, cache)
     course = sum(kinds["solution"][0] for kinds in table.values())
     print(f"  one student's whole course (solutions, cold): {course:.1f} s")
+    for assignment, kinds in table.items():
+        print("  " + against(f"{assignment} solution, cold", kinds["solution"][0], TARGETS.get(assignment, 3.5), "s"))
+    if set(table) == set(ASSIGNMENTS):
+        print("  " + against("whole course, cold", course, 25.0, "s"))
     print("2. nbgrader autograde against python -m graders (problem1 solution notebook)")
     graders, autograde = nbgrader_against_graders(cache)
     print(f"  python -m graders {graders:.2f} s, nbgrader autograde {autograde:.2f} s: "
           f"{autograde / graders:.2f}x")
+    print("  " + against("nbgrader against the graders", autograde / graders, 1.3, "x"))
     speedup = 1.0
     if not args.skip_batch:
         print(f"3. batch throughput, {args.batch_size} distinct problem1 submissions")
