@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from .sandbox import Resources, Slot, bwrap_command, choose_isolation, limited, python_command, uid_command
+from .sandbox import Resources, Slot, choose_isolation, isolated, limited, python_command
 
 SHARED = "/shared"
 """Where the sandbox sees the run's folder (artifacts, inputs, results)."""
@@ -55,15 +55,10 @@ def _run_sandboxed(command: list[str], work: str, timeout: float, isolation) -> 
             for root, dirs, files in os.walk(work):
                 for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
                     os.chown(name, slot.uid, slot.uid)
-        if isolation.sandboxed:
-            full = bwrap_command(command, slot.uid, resources, shared=(work, SHARED))
-        elif isolation.level == "uid":
-            full = uid_command(command, slot.uid, work)
-        else:
-            full = command
+        full, where = isolated(command, isolation, slot.uid, resources, work, shared=(work, SHARED))
         proc = subprocess.Popen(limited(full, resources), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, cwd=work)
+                                start_new_session=True, cwd=where)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -245,19 +245,19 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
         if text is not None:
             run = _export(jobs, assignment, submission, text, limits, context)
             exports = run.results
-            problems += _read_events(run.events, timings)
+            problems += _collect(run.events, timings)
         timings["export (all)"] = time.perf_counter() - started
         results, ready = _exported(jobs, exports, problem, keep_artifacts)
         if ready:
             started = time.perf_counter()
             judged_cases, events = _judge(ready, exports, assignment, limits, context)
             results.update({job.id: _case_result(job, judged_cases[job.id]) for job in ready})
-            _read_events(events, timings)
+            _collect(events, timings)
             timings["judge (all)"] = time.perf_counter() - started
     return _submission_result(assignment, submission, jobs, results, problems, timings, isolation)
 
 
-def _read_events(events: list[dict], timings: dict) -> list[str]:
+def _collect(events: list[dict], timings: dict) -> list[str]:
     """Add a worker's reported timings to `timings`; return the problems it reported."""
     problems = []
     for event in events:

@@ -80,7 +80,8 @@ def _merged_usr_links() -> list[str]:
     return args
 
 
-def readable_roots() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def readable_roots() -> tuple[str, ...]:
     """Folders a worker may read: the interpreter, the environment's packages, the runtime."""
     import sysconfig
 
@@ -92,7 +93,7 @@ def readable_roots() -> list[str]:
     for root in sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)}, key=len):
         if root != "/" and not any(root == r or root.startswith(r + "/") for r in real):
             real.append(root)
-    return real
+    return tuple(real)
 
 
 HOSTNAME = "sandbox"
@@ -281,6 +282,11 @@ def uid_command(command: list[str], uid: int, home: str) -> list[str]:
 # --- one uid per concurrent grading ---------------------------------------------------------
 
 
+def slot_lock(n: int) -> str:
+    """The lock file a grading holds while it uses uid SLOT_UID_BASE + n."""
+    return os.path.join(tempfile.gettempdir(), "scaling-jax-kit-slots", f"slot-{n}.lock")
+
+
 class Slot:
     """A uid reserved for one grading's workers while it runs (root only), so that
     concurrent gradings share no process limit, and every process that uid still has at the
@@ -293,10 +299,9 @@ class Slot:
     def __enter__(self) -> "Slot":
         if os.geteuid() != 0:
             return self
-        folder = os.path.join(tempfile.gettempdir(), "scaling-jax-kit-slots")
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.makedirs(os.path.dirname(slot_lock(0)), mode=0o700, exist_ok=True)
         for n in range(SLOTS - 1):  # the last one is the probe's
-            handle = open(os.path.join(folder, f"slot-{n}.lock"), "w")
+            handle = open(slot_lock(n), "w")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -492,7 +497,7 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
             _fail(run, pending, "not graded: the submission used up its grading budget")
             break
         attempt = _Attempt()
-        full, where = _isolated(command, isolation, uid, resources, cwd)
+        full, where = isolated(command, isolation, uid, resources, cwd)
         debug = os.environ.get(DEBUG_VARIABLE)
         proc = subprocess.Popen(limited(full, resources), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=None if debug else subprocess.DEVNULL, cwd=where,
@@ -510,12 +515,16 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
     return run
 
 
-def _isolated(command: list[str], isolation: Isolation, uid: int | None, resources: Resources,
-              cwd: str) -> tuple[list[str], str]:
-    """(The command wrapped in the isolation, the folder it starts in)."""
+def isolated(command: list[str], isolation: Isolation, uid: int | None, resources: Resources,
+             cwd: str, shared: tuple[str, str] | None = None) -> tuple[list[str], str]:
+    """(`command` wrapped in the isolation, the folder it starts in). `shared` = (host folder,
+    path inside) is the one writable host folder, when a run needs one (under the uid
+    fallback it is used as it is, and is the worker's home)."""
     if isolation.level == "bubblewrap":
-        return bwrap_command(command, uid, resources), cwd
+        return bwrap_command(command, uid, resources, shared), cwd
     if isolation.level == "uid" and uid is not None:
+        if shared:
+            return uid_command(command, uid, shared[0]), shared[0]
         home = os.path.join(tempfile.gettempdir(), f"kit-sandbox-{uid}")
         shutil.rmtree(home, ignore_errors=True)  # nothing of an earlier grading survives
         os.makedirs(home, mode=0o700)
