@@ -90,6 +90,9 @@ def pytest_addoption(parser):
     group = parser.getgroup("graders", "the hidden graders")
     group.addoption("--submission", help="the student's notebook or .py module to grade")
     group.addoption("--results", help="write Gradescope-format results.json here")
+    group.addoption("--only", action="append", default=[], metavar="FUNCTION",
+                    help="grade only this graded function, with its custom checks (repeatable); "
+                         "unlike -k, never a function whose name merely contains it")
     from .harness import add_limit_arguments
 
     class Adder:  # argparse-style add_argument onto the pytest group
@@ -107,6 +110,25 @@ def pytest_configure(config):
 
 
 GRADING = pytest.StashKey[Grading]()
+
+
+def _part_of(item) -> str | None:
+    """The graded function a test is about: a case test's, or a custom check's `points` part."""
+    for name in ("graded", "points"):
+        mark = item.get_closest_marker(name)
+        if mark is not None:
+            return mark.kwargs.get("part")
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """--only: keep the tests of the named functions (exact names)."""
+    only = set(config.getoption("only") or ())
+    if not only:
+        return
+    kept = [item for item in items if _part_of(item) in only]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
 
 
 def pytest_collection_finish(session):

@@ -36,8 +36,8 @@ def grade(submission: str, assignment: str, *, limits: Limits = Limits(),
     module = os.path.join(GRADERS_DIR, f"test_{assignment}.py")
     args = [module, f"--submission={os.path.abspath(submission)}", "-o", "addopts=", "-p", "no:cacheprovider",
             "-p", "no:terminal", f"--rootdir={os.path.dirname(GRADERS_DIR)}", *limit_options(limits)]
-    if only:
-        args += ["-k", " or ".join(f"test_{name}" for name in only)]
+    for name in only or ():
+        args.append(f"--only={name}")
     collector = _Collector()
     code = pytest.main(args, plugins=[collector])
     if collector.result is None:

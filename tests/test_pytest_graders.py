@@ -95,3 +95,12 @@ def test_a_failed_check_takes_its_points():
                                     "[mesh 2x4] holds f32[8,8,8]")])
     assert part.score == 5
     assert "check test_no_sdf (1 point(s)): No [S, D, F] buffer? [mesh 2x4] holds" in part.output
+
+
+def test_only_selects_one_function_by_its_exact_name():
+    """Does --only moe_all_to_all keep that function's cases and its custom check, and not
+    moe_all_to_all_x (whose name merely contains it, as -k would match)?"""
+    proc = graders_pytest("graders/test_problem2.py", "--only", "moe_all_to_all", "--collect-only", "-q")
+    ids = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert ids and all("test_moe_all_to_all[" in i or "holds_no_sdf_buffer" in i for i in ids), ids
+    assert any("holds_no_sdf_buffer" in i for i in ids)
