@@ -22,7 +22,7 @@ import pytest
 
 from graders import Limits, grade_submission
 from graders.batch import discover, run_batch
-from graders.sandbox import SLOT_UID_BASE, SLOTS, choose_isolation
+from graders.sandbox import SLOT_UID_BASE, SLOTS, choose_isolation, slot_lock
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATTACKS = os.path.join(REPO_ROOT, "tests", "submissions", "attacks")
@@ -60,9 +60,8 @@ def kit_state() -> dict[str, str]:
 
 def slot_in_use(uid: int) -> bool:
     """Is a grading (maybe another one on this machine) holding this sandbox uid now?"""
-    path = os.path.join(tempfile.gettempdir(), "scaling-jax-kit-slots", f"slot-{uid - SLOT_UID_BASE}.lock")
     try:
-        with open(path) as handle:
+        with open(slot_lock(uid - SLOT_UID_BASE)) as handle:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return False
     except FileNotFoundError:
@@ -189,6 +188,16 @@ def test_the_shard_map_rule_reads_operations_not_names(guarded):
     assert all(c.values_ok and not c.rule_ok for c in part.cases if c.case.mesh != (1, 1)), part.output
     assert "must be written with jax.shard_map" in part.output
     assert part.score < part.max_score
+
+
+def test_an_artifact_with_a_foreign_custom_call_is_not_run(guarded):
+    """Does an artifact exported with jax.export's custom-call check patched away, calling the
+    CPU host-callback target inside the judge, get refused before it is compiled?"""
+    result = guarded("foreign_call", ["shard_average_jit"])
+    part = result.part("shard_average_jit")
+    assert part.score == 0
+    assert "the exported program calls xla_ffi_python_cpu_callback, which the graders do not run" \
+        in part.output, part.output
 
 
 def test_a_forged_eager_report_gains_nothing(sandbox):
