@@ -10,7 +10,7 @@ import dataclasses
 
 import jax
 import numpy as np
-from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding
 
 from .contract import MESH_AXES, Case, Part, Tree, arg_leaves, map_args, uses_shard_map
 from .hlo import ProgramAnalysis, analyze

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import filecmp
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
