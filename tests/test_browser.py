@@ -137,7 +137,18 @@ def lab(course):
 # --- helpers driving JupyterLab's own menus and buttons ------------------------------------
 
 def menu(page, *path):
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{path[0]}$")).click()
+    """Open a menu-bar menu and click through `path`. A click on the bar can land while the
+    previous menu is still closing and leave the menu shut: then it is clicked again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    bar = page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{path[0]}$"))
+    for _ in range(3):
+        bar.click()
+        try:
+            page.locator(".lm-Menu").last.wait_for(state="visible", timeout=5000)
+            break
+        except PlaywrightTimeout:
+            continue
     for item in path[1:]:
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).last.click()
 
