@@ -318,9 +318,9 @@ class Slot:
             self._lock.close()
 
 
-def _processes_of(uid: int) -> list[int]:
-    """Live (not zombie) processes of `uid`."""
-    found = []
+def _processes_of(uid: int) -> dict[int, bool]:
+    """The processes of `uid`, each with whether it is still alive (not a zombie)."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -328,19 +328,22 @@ def _processes_of(uid: int) -> list[int]:
             if os.stat(f"/proc/{entry}").st_uid != uid:
                 continue
             with open(f"/proc/{entry}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry))
+                found[int(entry)] = f.read().rsplit(")", 1)[1].split()[0] != "Z"
         except (OSError, IndexError):
             continue
     return found
 
 
 def kill_user(uid: int, wait: float = 5.0) -> int:
-    """SIGKILL every process of `uid` (as root) until none is left (or `wait` seconds pass);
-    returns how many were killed."""
+    """SIGKILL every process of `uid` (as root) until none is left, zombies included (or `wait`
+    seconds pass); returns how many were killed. The sandbox's processes end up orphans whose
+    zombies the machine's init reaps in its own time (about a second here), and a zombie still
+    counts against the next grading's process limit on this uid: so wait for them too."""
     killed, end = 0, time.monotonic() + wait
-    while (pids := _processes_of(uid)) and time.monotonic() < end:
-        for pid in pids:
+    while (processes := _processes_of(uid)) and time.monotonic() < end:
+        for pid, alive in processes.items():
+            if not alive:
+                continue
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed += 1

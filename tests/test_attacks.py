@@ -15,6 +15,7 @@ import hashlib
 import os
 import site
 import socket
+import subprocess
 import tempfile
 import time
 
@@ -148,6 +149,21 @@ def test_a_process_that_outlives_its_grading_is_killed(guarded):
     next grading's events or copy its source?"""
     result = guarded("outlive", ["shard_average_jit"])
     assert result.score == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="slot uids are root's to hand out")
+def test_the_sweep_waits_for_orphaned_zombies():
+    """Does the sweep after a grading leave no process of its uid, not even the zombie of an
+    orphan that the machine's init has yet to reap (it counts against the next grading's
+    process limit)?"""
+    from graders import sandbox
+
+    with sandbox.Slot() as slot:
+        subprocess.run(["setpriv", f"--reuid={slot.uid}", f"--regid={slot.uid}", "--clear-groups",
+                        "sh", "-c", "sleep 0.3 & sleep 0.3 & exit 0"], check=True)
+        assert sandbox._processes_of(slot.uid)  # the orphans, reparented to init
+        sandbox.kill_user(slot.uid)
+        assert sandbox._processes_of(slot.uid) == {}
 
 
 def test_killing_the_grader_costs_only_the_attacker(guarded):
