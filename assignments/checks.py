@@ -19,11 +19,11 @@ import jax
 from rich.panel import Panel
 from rich.text import Text
 
-from .contract import Case, Part, arg_leaves, case_request
+from .contract import Case, CaseResult, Part, arg_leaves, case_request, make_inputs
 from .contracts import find_part
 from .devices import setup_devices
 from .display import communication_table, console
-from .evaluate import CaseResult, evaluate_compiled, evaluate_eager_report, make_inputs, make_mesh, place
+from .evaluate import evaluate_compiled, evaluate_eager_report, make_mesh, place
 from .hlo import ProgramAnalysis
 
 VISIBLE_SEED = 0
@@ -79,30 +79,6 @@ class CheckResult:
     def _ipython_display_(self) -> None:  # the last line of a cell: show the panel once
         if not self.shown:
             render(self)
-
-
-NAME_HINT = ("Hint: names come from cells run earlier. After a kernel restart, run the notebook "
-             "from the top (the set-up cell first): Run > Run All Above Selected Cell.")
-
-
-def hint_name_errors() -> None:
-    """In a notebook kernel, add a hint to every NameError: after a restart, run the cells above
-    (the set-up cell first). Installed once, by `import assignments`; leaves a kernel that
-    already has its own handler for exceptions alone."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or shell.custom_exceptions:
-        return
-
-    def handler(shell, etype, value, tb, tb_offset=None):
-        if NAME_HINT not in getattr(value, "__notes__", []):
-            value.add_note(NAME_HINT)
-        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
-
-    shell.set_custom_exc((NameError,), handler)
 
 
 def _cell_name(filename: str) -> str:

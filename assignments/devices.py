@@ -1,7 +1,12 @@
-"""Simulated devices: make JAX see N CPU devices, before its backend starts."""
+"""The notebook's set-up: simulated devices (JAX sees N CPU devices if asked before its
+backend starts), and a hint on NameErrors for cells run out of order.
+
+It imports nothing heavy: the graders' parent process imports the `assignments` package
+without ever loading JAX."""
 from __future__ import annotations
 
 import os
+import sys
 
 DEFAULT_DEVICES = 8
 
@@ -46,3 +51,24 @@ def setup_devices(n: int = DEFAULT_DEVICES) -> int:
             f"or start Python with JAX_NUM_CPU_DEVICES={n} set in the environment."
         )
     return have
+
+
+NAME_HINT = ("Hint: names come from cells run earlier. After a kernel restart, run the notebook "
+             "from the top (the set-up cell first): Run > Run All Above Selected Cell.")
+
+
+def hint_name_errors() -> None:
+    """In a notebook kernel, add a hint to every NameError: after a restart, run the cells above
+    (the set-up cell first). Installed once, by `import assignments`; leaves a kernel that
+    already has its own handler for exceptions alone."""
+    ipython = sys.modules.get("IPython")  # a kernel has it loaded; nobody else needs it
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or shell.custom_exceptions:
+        return
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        if NAME_HINT not in getattr(value, "__notes__", []):
+            value.add_note(NAME_HINT)
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+    shell.set_custom_exc((NameError,), handler)

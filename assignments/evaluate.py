@@ -12,7 +12,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import MESH_AXES, Case, Part, Tree, arg_leaves, map_args, uses_shard_map
+from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, uses_shard_map
 from .hlo import ProgramAnalysis, analyze
 
 
@@ -33,60 +33,12 @@ def make_mesh(shape: tuple[int, int], axis_types: str = "auto") -> jax.sharding.
     return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(kind, kind))
 
 
-def make_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
-    """Random inputs: floats with distinct values in every shard (so a wrong shard shows),
-    integers uniform in [0, high). A part with its own generator (`Part.inputs`) uses it.
-    A `Tree` argument gets a tuple of arrays."""
-    rng = np.random.default_rng(seed)
-    if part.inputs is not None:
-        return list(part.inputs(case, rng))
-
-    def one(_, arg):
-        shape = arg.shape(case)
-        if np.issubdtype(np.dtype(arg.dtype), np.integer):
-            return rng.integers(0, case.all_sizes[arg.high], size=shape).astype(arg.dtype)
-        base = rng.standard_normal(shape) * 3.0
-        if len(shape) >= 1:  # a per-row offset makes every row's mean different
-            base += np.arange(shape[0]).reshape((-1,) + (1,) * (len(shape) - 1))
-        return base.astype(arg.dtype)
-
-    return [map_args(one, arg, _placeholder(arg)) for arg in part.args]
-
-
-def _placeholder(arg):
-    """A value with `arg`'s nesting, for `map_args` to walk."""
-    return tuple(_placeholder(item) for item in arg.items) if isinstance(arg, Tree) else None
-
-
 def place(arrays, part: Part, mesh) -> list:
     """Put each input on the mesh with its contract sharding (tuples for `Tree` arguments)."""
     return [
         map_args(lambda a, leaf: jax.device_put(a, NamedSharding(mesh, leaf.partition_spec)), arg, a)
         for a, arg in zip(arrays, part.args)
     ]
-
-
-@dataclasses.dataclass
-class CaseResult:
-    """The verdict on one case (one mesh, one set of sizes and static arguments)."""
-
-    case: Case
-    values_ok: bool
-    """Shape, dtype, sharding and values all match the contract."""
-    rule_ok: bool
-    """The communication rule and the required style (jit or shard_map) hold."""
-    problems: list[str]
-    """What went wrong, in words a student can act on (empty when all is well)."""
-    analysis: ProgramAnalysis | None = None
-    """The compiled program's communication, when it compiled."""
-
-    @property
-    def passed(self) -> bool:
-        return self.values_ok and self.rule_ok
-
-    @classmethod
-    def failed(cls, case: Case, problem: str) -> "CaseResult":
-        return cls(case, False, False, [problem])
 
 
 def _sharding_text(sharding, ndim: int) -> str:

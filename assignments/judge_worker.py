@@ -56,7 +56,8 @@ def compile_artifact(part, case, artifact: bytes, arrays):
 
 def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
     """Compile (or reuse), inspect, run and compare one exported case."""
-    from .evaluate import CaseResult, evaluate_compiled
+    from .contract import CaseResult
+    from .evaluate import evaluate_compiled
 
     t0 = time.perf_counter()
     try:
@@ -91,16 +92,17 @@ def judge_job(assignment, job: dict, timings: dict):
 
 
 def main() -> int:
-    from .protocol import read_request
-
-    request = read_request(sys.stdin.read(), "judge")
     from .export_worker import event_channel
 
     emit = event_channel(silence=(1,))  # XLA's own chatter must not corrupt the event stream
     from .contracts import get_assignment
     from .devices import setup_devices
+    from .protocol import read_request
 
+    # JAX and its devices start before the request is read: the grader starts judges while
+    # the export still runs, and their start-up overlaps it.
     setup_devices(8)
+    request = read_request(sys.stdin.read(), "judge")
     assignment = get_assignment(request["assignment"])
     timings: dict[str, float] = {}
     skip = set(request.get("skip", []))

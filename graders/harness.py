@@ -4,9 +4,11 @@ The grading process never runs student code, nor programs compiled from it:
 1. The export worker (`assignments.export_worker`) runs the submission in the sandbox
    (`graders.sandbox`) and sends back one serialized `jax.export` artifact per hidden case.
    It never sees input values (except an eagerly graded part's own inputs).
-2. The judge (`assignments.judge_worker`), in a sandbox of its own, compiles each artifact on
-   the case's mesh, reads the compiled HLO, runs it on the hidden inputs this process sends
-   it and compares with the float64 reference.
+2. The judges (`assignments.judge_worker`, two side by side), each in a sandbox of its own,
+   compile each artifact on the case's mesh, read the compiled HLO, run it on the hidden
+   inputs this process sends them and compare with the float64 reference. They start at the
+   export's first artifact, so that their start-up overlaps the export.
+This process never loads JAX (only the workers need it).
 Every event from either is validated (`assignments.protocol`); a worker that hangs, dies or
 breaks the protocol costs the case it was on, and the submission's budget bounds the whole.
 """
@@ -17,21 +19,23 @@ import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 
-from assignments.contract import Assignment, Part, case_request
+from assignments.contract import Assignment, CaseResult, Part, case_request
 from assignments.contracts import get_assignment
-from assignments.evaluate import CaseResult
 from assignments.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, read_event,
                                   request_text)
 
 from . import verdicts
 from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs
 from .results import PartResult, SubmissionResult
-from .sandbox import Deadlines, Resources, Slot, choose_isolation, python_command, run_worker
+from .sandbox import (Deadlines, Resources, Slot, choose_isolation, python_command, run_worker, start_worker,
+                      stop_worker)
 
 MAX_SUBMISSION_BYTES = 32 * 2**20
 """A larger file is not run (notebooks with big outputs stay far below this)."""
+JUDGE_COMMAND = python_command("assignments.judge_worker:main")
 CASE_GRACE = 15.0
 """Seconds past a case's own time limit before the supervisor kills its worker (at most the
 limit itself again): the worker's own alarm should fire first, with a better message."""
@@ -104,7 +108,7 @@ def _read_submission(path: str) -> tuple[str | None, str | None]:
 
 
 def _export(jobs: list[_Job], assignment: Assignment, path: str, text: str, limits: Limits,
-            context: dict):
+            context: dict, on_result=None):
     parts = []
     for part in assignment.parts:
         cases = []
@@ -127,7 +131,8 @@ def _export(jobs: list[_Job], assignment: Assignment, path: str, text: str, limi
                           case=limits.case_timeout + min(CASE_GRACE, limits.case_timeout),
                           end=context["end"])
     return run_worker(python_command("assignments.export_worker:main"), request_for,
-                      [j.id for j in jobs], kind="export", deadlines=deadlines, **context["worker"])
+                      [j.id for j in jobs], kind="export", deadlines=deadlines, on_result=on_result,
+                      **context["worker"])
 
 
 def _judge(jobs: list[_Job], exports: dict, assignment: Assignment, limits: Limits,
@@ -138,8 +143,7 @@ def _judge(jobs: list[_Job], exports: dict, assignment: Assignment, limits: Limi
     for job in jobs:
         export = exports[job.id]
         if not job.part.eager:
-            keys[job.id] = verdicts.key(assignment.name, job.part.name, job.case.to_json(),
-                                        job.seed, export["artifact"])
+            keys[job.id] = _verdict_key(assignment, job, export["artifact"])
             hit = verdicts.load(keys[job.id])
             if hit is not None:
                 try:
@@ -154,15 +158,17 @@ def _judge(jobs: list[_Job], exports: dict, assignment: Assignment, limits: Limi
     deadlines = Deadlines(stall=limits.run_timeout + CASE_GRACE, case=limits.run_timeout,
                           end=context["end"])
     shares = _shares(requests, max(1, limits.judges))
-    if len(shares) == 1:
-        runs = [_run_judge(shares[0], assignment, deadlines, context["worker"])]
-    else:  # each judge with a uid of its own, so that sweeping one never touches the other
-        def judge_share(share):
-            with Slot() as slot:
-                return _run_judge(share, assignment, deadlines, {**context["worker"], "uid": slot.uid})
+    started = context["judges"].take(len(shares))
 
-        with ThreadPoolExecutor(len(shares)) as pool:
-            runs = list(pool.map(judge_share, shares))
+    def judge_share(share, ready):  # each judge with a uid of its own: sweeping one spares the other
+        if ready is not None:
+            uid, proc = ready
+            return _run_judge(share, assignment, deadlines, {**context["worker"], "uid": uid}, proc)
+        with Slot() as slot:
+            return _run_judge(share, assignment, deadlines, {**context["worker"], "uid": slot.uid})
+
+    with ThreadPoolExecutor(len(shares)) as pool:
+        runs = list(pool.map(judge_share, shares, started))
     events = []
     for run in runs:
         for case_id_, event in run.results.items():
@@ -189,12 +195,50 @@ def _shares(requests: list[dict], n: int) -> list[list[dict]]:
     return shares
 
 
-def _run_judge(requests: list[dict], assignment: Assignment, deadlines: Deadlines, worker: dict):
+def _run_judge(requests: list[dict], assignment: Assignment, deadlines: Deadlines, worker: dict,
+               started=None):
     def request_for(skip):
         return request_text("judge", assignment=assignment.name, jobs=requests, skip=skip)
 
-    return run_worker(python_command("assignments.judge_worker:main"), request_for,
-                      [r["id"] for r in requests], kind="judge", deadlines=deadlines, **worker)
+    return run_worker(JUDGE_COMMAND, request_for, [r["id"] for r in requests], kind="judge",
+                      deadlines=deadlines, started=started, **worker)
+
+
+class _EarlyJudges:
+    """Judge workers started while the export still runs (at its first artifact), each on a
+    uid of its own: their Python, JAX and device start-up overlaps the export instead of
+    following it. Those not needed in the end are stopped when the grading ends."""
+
+    def __init__(self, count: int, worker: dict):
+        self.count, self.worker = count, worker
+        self.stack = ExitStack()
+        self.ready: list[tuple[int | None, object]] = []
+        self.started = False
+
+    def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        try:
+            for _ in range(self.count):
+                uid = self.stack.enter_context(Slot()).uid
+                proc = start_worker(JUDGE_COMMAND, resources=self.worker["resources"],
+                                    isolation=self.worker["isolation"], uid=uid, cwd=self.worker["cwd"])
+                self.stack.callback(stop_worker, proc, uid)  # runs before the slot's sweep
+                self.ready.append((uid, proc))
+        except (OSError, RuntimeError):
+            pass  # no slot or process to spare now: the judges start after the export instead
+
+    def take(self, n: int) -> list:
+        """Up to `n` started judges (None where there is none), each handed out once."""
+        taken, self.ready = self.ready[:n], self.ready[n:]
+        return taken + [None] * (n - len(taken))
+
+    def __enter__(self) -> "_EarlyJudges":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
 
 
 def _judge_request(job: _Job, export: dict, assignment: Assignment) -> dict:
@@ -236,25 +280,47 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits = 
     text, problem = _read_submission(submission)
     problems = [problem] if problem else []
     with Slot() as slot, tempfile.TemporaryDirectory(prefix="grade-") as work:
-        context = {"end": time.monotonic() + limits.submission_timeout,
-                   "worker": {"resources": limits.resources, "isolation": isolation, "uid": slot.uid,
-                              "function_of": {j.id: j.part.name for j in jobs},
-                              "max_strikes": limits.max_strikes, "cwd": work}}
-        started = time.perf_counter()
-        exports = {}
-        if text is not None:
-            run = _export(jobs, assignment, submission, text, limits, context)
-            exports = run.results
-            problems += _collect(run.events, timings)
-        timings["export (all)"] = time.perf_counter() - started
-        results, ready = _exported(jobs, exports, problem, keep_artifacts)
-        if ready:
+        worker = {"resources": limits.resources, "isolation": isolation, "uid": slot.uid,
+                  "function_of": {j.id: j.part.name for j in jobs},
+                  "max_strikes": limits.max_strikes, "cwd": work}
+        with _EarlyJudges(max(1, limits.judges), worker) as judges:
+            context = {"end": time.monotonic() + limits.submission_timeout, "worker": worker,
+                       "judges": judges}
             started = time.perf_counter()
-            judged_cases, events = _judge(ready, exports, assignment, limits, context)
-            results.update({job.id: _case_result(job, judged_cases[job.id]) for job in ready})
-            _collect(events, timings)
-            timings["judge (all)"] = time.perf_counter() - started
+            exports = {}
+            if text is not None:
+                run = _export(jobs, assignment, submission, text, limits, context,
+                              on_result=_start_judges_when_needed(jobs, assignment, judges))
+                exports = run.results
+                problems += _collect(run.events, timings)
+            timings["export (all)"] = time.perf_counter() - started
+            results, ready = _exported(jobs, exports, problem, keep_artifacts)
+            if ready:
+                started = time.perf_counter()
+                judged_cases, events = _judge(ready, exports, assignment, limits, context)
+                results.update({job.id: _case_result(job, judged_cases[job.id]) for job in ready})
+                _collect(events, timings)
+                timings["judge (all)"] = time.perf_counter() - started
     return _submission_result(assignment, submission, jobs, results, problems, timings, isolation)
+
+
+def _start_judges_when_needed(jobs: list[_Job], assignment: Assignment, judges: _EarlyJudges):
+    """The export's `on_result`: start the judges at the first case that will need one (an
+    eager part's report, or an artifact whose verdict is not cached)."""
+    by_id = {job.id: job for job in jobs}
+
+    def on_result(event: dict) -> None:
+        if judges.started or event["status"] != "ok":
+            return
+        job, artifact = by_id[event["id"]], event.get("artifact")
+        if artifact is None or verdicts.load(_verdict_key(assignment, job, artifact)) is None:
+            judges.start()
+
+    return on_result
+
+
+def _verdict_key(assignment: Assignment, job: _Job, artifact: bytes) -> str:
+    return verdicts.key(assignment.name, job.part.name, job.case.to_json(), job.seed, artifact)
 
 
 def _collect(events: list[dict], timings: dict) -> list[str]:

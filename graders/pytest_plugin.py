@@ -151,7 +151,7 @@ def grading(request) -> Grading:
 @pytest.fixture
 def judged(request, grading):
     """The judged cases of the function a custom check is about (its `points` marker's
-    part): a list of `assignments.evaluate.CaseResult`, each with `.case` (mesh, sizes),
+    part): a list of `assignments.contract.CaseResult`, each with `.case` (mesh, sizes),
     `.values_ok`, `.rule_ok`, `.problems` and `.analysis` (`assignments.hlo.ProgramAnalysis`)."""
     mark = request.node.get_closest_marker("points")
     assignment = getattr(request.module, "ASSIGNMENT", None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from assignments.evaluate import CaseResult
+from assignments.contract import CaseResult
 
 VALUES_WEIGHT = 0.5
 """Share of a part's points for right values (shape, dtype, sharding, numbers) per case;

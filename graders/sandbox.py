@@ -426,7 +426,7 @@ def why_it_ended(returncode: int, resources: Resources) -> tuple[str, bool]:
 
 
 def _read_events(proc, attempt: _Attempt, run: WorkerRun, known: set[str], kind: str,
-                 deadlines: Deadlines) -> None:
+                 deadlines: Deadlines, on_result=None) -> None:
     """Read and validate the worker's events until it ends or a deadline or violation stops it."""
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ)
@@ -461,6 +461,8 @@ def _read_events(proc, attempt: _Attempt, run: WorkerRun, known: set[str], kind:
                 except ProtocolError as e:
                     attempt.why = f"violation: {e}"
                     return
+                if on_result and event["event"] == "case":
+                    on_result(event)
                 last_event = time.monotonic()
     finally:
         selector.close()
@@ -487,35 +489,55 @@ def _apply(event: dict, attempt: _Attempt, run: WorkerRun) -> None:
 def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: str,
                deadlines: Deadlines, resources: Resources, isolation: Isolation,
                uid: int | None, function_of: dict[str, str], max_strikes: int = 2,
-               cwd: str = "/") -> WorkerRun:
+               cwd: str = "/", started: subprocess.Popen | None = None,
+               on_result=None) -> WorkerRun:
     """Run a worker until every case in `case_ids` has a result.
 
     `request_for(skip)` makes the request text, given the case ids already done. A worker
     that dies or is stopped on a case costs that case (a "strike" for its function; after
     `max_strikes`, the function's remaining cases are judged from that); one killed from
-    outside is retried once. The budget (`deadlines.end`) bounds everything."""
+    outside is retried once. The budget (`deadlines.end`) bounds everything.
+    `started`: the first attempt's process, already started by `start_worker` (its start-up
+    overlapped other work). `on_result(event)` sees each validated case result as it comes."""
     run, strikes, outside_kills = WorkerRun(), {}, set()
     while (pending := [i for i in case_ids if i not in run.results]):
         if time.monotonic() > deadlines.end:
             _fail(run, pending, "not graded: the submission used up its grading budget")
             break
         attempt = _Attempt()
-        full, where = isolated(command, isolation, uid, resources, cwd)
-        debug = os.environ.get(DEBUG_VARIABLE)
-        proc = subprocess.Popen(limited(full, resources), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=None if debug else subprocess.DEVNULL, cwd=where,
-                                env=_host_env(isolation), start_new_session=True)
+        proc = started or start_worker(command, resources=resources, isolation=isolation, uid=uid, cwd=cwd)
+        started = None
         try:
             proc.stdin.write(request_for(sorted(run.results)).encode())
             proc.stdin.close()
         except BrokenPipeError:
             pass
-        _read_events(proc, attempt, run, set(case_ids), kind, deadlines)
+        _read_events(proc, attempt, run, set(case_ids), kind, deadlines, on_result)
         _stop(proc, attempt.why is None, uid)
         if not (attempt.finished and attempt.why is None):
             _blame(run, attempt, proc.returncode, resources, case_ids, function_of, strikes,
                    outside_kills, max_strikes)
     return run
+
+
+def start_worker(command: list[str], *, resources: Resources, isolation: Isolation,
+                 uid: int | None, cwd: str = "/") -> subprocess.Popen:
+    """Start `command` isolated and limited; it reads its request on stdin (`run_worker`
+    writes it). End a worker that never gets one with `stop_worker`."""
+    full, where = isolated(command, isolation, uid, resources, cwd)
+    debug = os.environ.get(DEBUG_VARIABLE)
+    return subprocess.Popen(limited(full, resources), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=None if debug else subprocess.DEVNULL, cwd=where,
+                            env=_host_env(isolation), start_new_session=True)
+
+
+def stop_worker(proc: subprocess.Popen, uid: int | None) -> None:
+    """End a worker from `start_worker` that was not needed after all (nothing to do for
+    one that `run_worker` ran: it is gone, and its pid may be another process's by now)."""
+    if proc.returncode is not None:
+        return
+    proc.stdin.close()
+    _stop(proc, False, uid)
 
 
 def isolated(command: list[str], isolation: Isolation, uid: int | None, resources: Resources,

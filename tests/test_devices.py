@@ -30,3 +30,25 @@ def test_second_call_is_harmless():
                       "print(assignments.setup_devices(4))")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "8"
+
+
+def test_the_graders_parent_never_loads_jax():
+    """Does the grading parent (contracts, hidden cases and inputs, the pytest plugin, the
+    verdict cache) run without importing JAX (only the sandboxed workers need it: a second
+    JAX start-up per submission would cost half a second), while `from assignments import
+    check` still works in a notebook?"""
+    proc = run_python(
+        "import sys\n"
+        "import graders.run, graders.pytest_plugin, graders.verdicts\n"
+        "from graders.hidden import hidden_cases, hidden_inputs\n"
+        "from assignments.contracts import ASSIGNMENTS\n"
+        "for a in ASSIGNMENTS.values():\n"
+        "    cases = hidden_cases(a)\n"
+        "    for part in a.parts:\n"
+        "        hidden_inputs(a, part, cases[part.name][0], 1)\n"
+        "assert 'jax' not in sys.modules, 'the parent loaded JAX'\n"
+        "from assignments import check, make_mesh\n"
+        "assert 'jax' in sys.modules and callable(check) and callable(make_mesh)\n"
+        "print('ok')")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"

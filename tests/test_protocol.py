@@ -128,3 +128,30 @@ def test_the_budget_bounds_everything():
     run = fake_worker(script, ["f__0", "f__1"], budget=2.0)
     assert time.monotonic() - started < 6
     assert all("budget" in r["message"] for r in run.results.values())
+
+
+def test_a_worker_started_early_gets_its_request_later():
+    """Does a worker started ahead (`start_worker`, as the judges are while the export runs)
+    wait for its request, get graded like any other, and does `on_result` see each result as
+    it comes? And does `stop_worker` end one that was never needed?"""
+    from graders.sandbox import start_worker, stop_worker
+
+    script = PRELUDE + ("for cid in ('f__0', 'f__1'):\n"
+                        "    emit(event='start', id=cid); emit(event='case', id=cid, status='error', message=cid)\n"
+                        "emit(event='finished', timings={})\n")
+    command = [sys.executable, "-c", script]
+    early = start_worker(command, resources=RESOURCES, isolation=FAKE, uid=None)
+    time.sleep(0.5)  # it waits on stdin meanwhile
+    assert early.poll() is None
+    seen = []
+    run = run_worker(command, lambda skip: json.dumps({"skip": skip}), ["f__0", "f__1"], kind="export",
+                     deadlines=Deadlines(stall=5, case=5, end=time.monotonic() + 30), resources=RESOURCES,
+                     isolation=FAKE, uid=None, function_of={"f__0": "f", "f__1": "f"},
+                     started=early, on_result=lambda event: seen.append(event["id"]))
+    assert early.returncode == 0 and seen == ["f__0", "f__1"]
+    assert run.results["f__1"]["message"] == "f__1"
+    stop_worker(early, None)  # already gone: nothing to do
+    unused = start_worker([sys.executable, "-c", "import time; time.sleep(60)"], resources=RESOURCES,
+                          isolation=FAKE, uid=None)
+    stop_worker(unused, None)
+    assert unused.returncode is not None

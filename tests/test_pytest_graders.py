@@ -86,7 +86,7 @@ def test_a_custom_check_counts_in_results_and_in_python_m_graders(tmp_path):
 def test_a_failed_check_takes_its_points():
     """Does a failed custom check take exactly its points from its function, and say why?"""
     from assignments.contract import Case
-    from assignments.evaluate import CaseResult
+    from assignments.contract import CaseResult
     from graders.results import Check, PartResult
 
     cases = [CaseResult(Case((2, 4), {"S": 8}), True, True, []) for _ in range(4)]

@@ -17,7 +17,7 @@ from grading import cached_grader
 
 from assignments.contract import Case, Tree, arg_leaves, case_request
 from assignments.contracts import get_assignment
-from assignments.evaluate import make_inputs
+from assignments.contract import make_inputs
 from graders import Limits
 from graders.hidden import hidden_cases
 

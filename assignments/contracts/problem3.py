@@ -6,9 +6,7 @@ compute by moving chunks around a ring (Wang et al., 2023, as cited by the book)
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
 from ..rules import AllOf, Exactly, Forbid, MaxTotalBytes, OnlyKinds, SplitReduction
@@ -60,16 +58,23 @@ def block(x, w_in, w_out, *, mesh):
     return gelu(x @ w_in) @ w_out
 
 
-def jit_matmul(out_spec):
-    """The plain jax.jit product, the baseline every collective matmul is compared with."""
+def jit_matmul(*out_spec):
+    """The plain jax.jit product, the baseline every collective matmul is compared with,
+    its result sharded as PartitionSpec(*out_spec)."""
     def baseline(a, w, *, mesh):
-        return jax.jit(lambda a, w: a @ w, out_shardings=NamedSharding(mesh, out_spec))(a, w)
+        import jax
+
+        out = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*out_spec))
+        return jax.jit(lambda a, w: a @ w, out_shardings=out)(a, w)
     return baseline
 
 
 def jit_block(x, w_in, w_out, *, mesh):
+    import jax
+
     f = lambda x, wi, wo: jax.nn.gelu(x @ wi) @ wo  # noqa: E731
-    return jax.jit(f, out_shardings=NamedSharding(mesh, P("X", "Y")))(x, w_in, w_out)
+    out = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("X", "Y"))
+    return jax.jit(f, out_shardings=out)(x, w_in, w_out)
 
 
 A = Arg("A", ("B", "D"), ("X", "Y"))
@@ -93,7 +98,7 @@ ASSIGNMENT = Assignment(
                  "(the book's worked example, made to run on current JAX).",
             args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
             rule=ring_of_permutes(why=NOT_GATHERED), reference=matmul, visible_case=VISIBLE,
-            baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+            baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
             name="allreduce_matmul", points=3,
@@ -107,7 +112,7 @@ ASSIGNMENT = Assignment(
                               what="one ring all-reduce of the [B/nX, F] result, +5%", ring=True),
             ), text="no all-gather; the reduction split into at least 2 pieces; bytes at most one "
                     "ring all-reduce of the [B/nX, F] result (+5%)"),
-            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", None)), cost_case=BOOK,
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
             name="reducescatter_matmul", points=4,
@@ -116,7 +121,7 @@ ASSIGNMENT = Assignment(
             args=(T, W2), result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(T, W2),
             rule=ring_of_permutes(why="Send each partial [B/nX, D/nY] block on around the ring "
                                       "instead of reducing the whole product."),
-            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
             name="transformer_block", points=1,

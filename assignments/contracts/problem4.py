@@ -7,8 +7,6 @@ halves the time of every step.
 """
 from __future__ import annotations
 
-from jax.sharding import PartitionSpec as P
-
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
 from ..rules import AllOf, BothDirections, Exactly, HalfBlocks, MaxTotalBytes, OnlyKinds
 from .problem3 import BOOK, F32, T, W2, W_COLS, W_ROWS, _block, jit_matmul, matmul, scaled_inputs
@@ -47,7 +45,7 @@ ASSIGNMENT = Assignment(
                 what="collective-permutes only, both ring directions: 4(nY-1) of them (a "
                      "reduce-scatter ring and an all-gather ring, each way), each of "
                      "(B/nX)*(F/nY)/2 elements, half of a one-way ring's step"),
-            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", None)), cost_case=BOOK,
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
             name="reducescatter_matmul_bidirectional", points=4,
@@ -60,7 +58,7 @@ ASSIGNMENT = Assignment(
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
                 what="collective-permutes only, both ring directions: 2(nY-1) of them, each of "
                      "(B/nX)*(D/nY)/2 elements; total bytes equal to the one-way version"),
-            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
             name="allgather_matmul_bidirectional", points=2,
@@ -73,7 +71,7 @@ ASSIGNMENT = Assignment(
                 what="collective-permutes only, both ring directions, each carrying half of a "
                      "[B/nX, D/nY] block (within one row or column when the block is odd); no "
                      "more bytes than the one-way version"),
-            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul(P("X", "Y")), cost_case=BOOK,
+            reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
     ),
     written=(

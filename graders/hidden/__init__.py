@@ -18,7 +18,7 @@ import os
 import secrets
 
 from assignments.contract import Assignment, Case, Part
-from assignments.evaluate import make_inputs as default_inputs
+from assignments.contract import make_inputs as default_inputs
 
 SECRET_VARIABLE = "KIT_GRADING_SECRET"
 """An environment variable holding the course's secret (any text), if set."""

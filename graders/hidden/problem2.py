@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from assignments.contract import Case, Part
-from assignments.evaluate import make_inputs as default_inputs
+from assignments.contract import make_inputs as default_inputs
 
 # (mesh, S, D, F, E): S and E divisible by nX, D and F by nY.
 MESHES = [
