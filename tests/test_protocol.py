@@ -155,3 +155,29 @@ def test_a_worker_started_early_gets_its_request_later():
                           isolation=FAKE, uid=None)
     stop_worker(unused, None)
     assert unused.returncode is not None
+
+
+def test_cases_that_differ_only_in_values_are_traced_once():
+    """Does the export worker trace one program per distinct abstract signature (problem2's
+    routings differ only in their input values), sending its artifact for every such case,
+    while a case with other shapes is traced again?"""
+    from assignments.export_worker import export_part
+
+    traced, events = [], []
+
+    def exporter(fn, case):
+        traced.append(case["id"])
+        return b"program for " + str(case["args"][0]["shape"]).encode()
+
+    def case(cid, rows):
+        return {"id": cid, "mesh": [2, 4], "statics": {}, "axis_types": "auto", "takes_mesh": True,
+                "args": [{"shape": [rows, 8], "dtype": "float32", "spec": ["X", None]}]}
+
+    part = {"name": "f", "signature": "f(A, *, mesh)", "num_args": 1, "statics": [], "eager": False,
+            "takes_mesh": True, "cases": [case("f__0", 16), case("f__1", 16), case("f__2", 32), case("f__3", 16)]}
+    export_part(exporter, {"f": lambda a, *, mesh: a}, part, set(), 5.0, lambda **e: events.append(e))
+    assert traced == ["f__0", "f__2"]
+    results = {e["id"]: e for e in events if e["event"] == "case"}
+    assert sorted(results) == ["f__0", "f__1", "f__2", "f__3"]
+    assert results["f__1"]["artifact"] == results["f__3"]["artifact"] == results["f__0"]["artifact"]
+    assert results["f__2"]["artifact"] != results["f__0"]["artifact"]
