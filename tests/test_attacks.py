@@ -166,6 +166,17 @@ def test_the_sweep_waits_for_orphaned_zombies():
         assert sandbox._processes_of(slot.uid) == {}
 
 
+def test_a_waiting_judge_cannot_be_given_a_forged_request(guarded):
+    """The judges start while the export still runs and wait for their request on stdin. Can
+    a submission that keeps its export busy see them, or write a forged judge request (all-zero
+    inputs, where returning zeros is right) into their stdin?"""
+    result = guarded("hijack_judge", ["shard_average_jit"])
+    part = result.part("shard_average_jit")
+    assert part.score == 0, part.output
+    assert "hijack report: saw 0 other processes, wrote into the stdin of 0 (0 of them judges)" \
+        in part.output, part.output
+
+
 def test_killing_the_grader_costs_only_the_attacker(guarded):
     """Does os.kill(getppid(), SIGKILL) (and kill -1, and its own group) leave the grader
     standing, with a result for the attacker?"""
