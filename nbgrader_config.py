@@ -3,22 +3,26 @@ import os
 import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, here)  # so nbgrader can load graders.nbgrader_plugin
+sys.path.insert(0, here)  # so nbgrader can load graders.preprocessors
 
+import nbgrader  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, GetGrades,
-    IgnorePattern, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
+    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec, SaveAutoGrades,
 )
 
-from graders.nbgrader_plugin import FillGradeCells  # noqa: E402
-from graders.nbgrader_plugin import DropClearedCellMetadata  # noqa: E402
-from nbgrader.preprocessors import ClearOutput, DeduplicateIds, OverwriteCells, OverwriteKernelspec  # noqa: E402
+from graders.preprocessors import (  # noqa: E402
+    DropClearedCellMetadata, FillGradeCells, GetGradesWithPending, RestoreLockedCells,
+)
 
 c = get_config()  # noqa: F821
 
 c.CourseDirectory.root = here
 c.CourseDirectory.course_id = "scaling-jax"
+# nbgrader's own default exchange, named so the hand-out and the hub read the same folder
+# (graders/handout.py takes the course id and this from here); change it here only.
+c.Exchange.root = "/usr/local/share/nbgrader/exchange"
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.submitted_directory = "submitted"
@@ -44,11 +48,24 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
-# Feedback shows the grader's messages, never the instructor's hidden test lines.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Written answers: each has a locked rubric cell for graders (a mark scheme region in a
+# read-only markdown cell, not a "task" cell, which nbgrader would count as one more answer to
+# grade by hand). The release and the feedback remove the mark scheme.
+c.ClearMarkScheme.enforce_metadata = False
+# Feedback shows the grader's messages, never the instructor's hidden test lines, rubrics or
+# model answers (autograde restores locked cells from the database, which keeps both), and
+# says which written answers still wait for a grader instead of showing 0.
+c.GenerateFeedback.preprocessors = [GetGradesWithPending, ClearHiddenTests, ClearMarkScheme,
+                                    CSSHTMLHeaderPreprocessor]
+c.HTMLExporter.template_name = "kit_feedback"
+c.HTMLExporter.extra_template_basedirs = [
+    os.path.join(here, "graders", "templates"),
+    os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),
+]
 # Duplicated grade cells: nbgrader keeps the last one; the others become ordinary cells
-# (without DropClearedCellMetadata nbgrader 0.9 fails the whole notebook).
+# (without DropClearedCellMetadata nbgrader 0.9 fails the whole notebook). RestoreLockedCells
+# is OverwriteCells without its tampering warnings for cells exactly as released.
 c.Autograde.sanitize_preprocessors = [
-    ClearOutput, DeduplicateIds, DropClearedCellMetadata, OverwriteKernelspec, OverwriteCells,
+    ClearOutput, DeduplicateIds, DropClearedCellMetadata, OverwriteKernelspec, RestoreLockedCells,
     CheckCellMetadata,
 ]

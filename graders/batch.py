@@ -349,7 +349,7 @@ class NbgraderGradebook:
                     continue
                 seen.add(grade_id)
                 if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-                    from .nbgrader_plugin import grade_cell_outputs
+                    from .preprocessors import grade_cell_outputs
 
                     cell.outputs = grade_cell_outputs(tests.get(grade_id), f"no grader result for {grade_id!r}")
             nb.metadata["graders_batch"] = True

@@ -60,53 +60,51 @@ def write_submissions(course: str, assignment: str) -> None:
 
 
 def read_gradebook(course: str, assignment: str):
-    """Scores per student and per graded cell, from nbgrader's database."""
+    """{student: {cell: (score, max_score, waiting for a human)}}, from nbgrader's database."""
     from nbgrader.api import Gradebook
 
     rows = {}
     with Gradebook(f"sqlite:///{course}/gradebook.db") as gb:
         for sub in gb.assignment_submissions(assignment):
-            student = sub.student.id
             for nb in sub.notebooks:
                 for grade in nb.grades:
-                    rows.setdefault(student, {})[grade.name] = (grade.score, grade.max_score,
-                                                                grade.needs_manual_grade)
+                    waiting = bool(grade.needs_manual_grade and grade.manual_score is None)
+                    rows.setdefault(sub.student.id, {})[grade.name] = (grade.score, grade.max_score, waiting)
     return rows
 
 
 def print_gradebook(course: str, assignment: str, export_csv: str) -> None:
+    """The gradebook as nbgrader's database holds it: each cell's score, then the total that
+    `nbgrader export` writes (written answers count 0 until a human grades them)."""
     rows = read_gradebook(course, assignment)
-    cells = sorted({name for r in rows.values() for name in r},
-                   key=lambda n: list(next(iter(rows.values()))).index(n) if n in next(iter(rows.values())) else 99)
+    cells = list(next(iter(rows.values())))
     table = Table(title=f"gradebook: {assignment} (from nbgrader's database)", box=box.SIMPLE_HEAVY)
     table.add_column("student")
     for name in cells:
         table.add_column(name.replace("_", " "), justify="right")
-    table.add_column("auto total", justify="right")
+    table.add_column("total", justify="right")
     for student in sorted(rows):
-        scores = rows[student]
-        values = []
-        total = maximum = 0.0
-        for name in cells:
-            score, max_score, manual = scores.get(name, (0, 0, False))
-            values.append("[dim]by hand[/dim]" if manual else f"{score:g}/{max_score:g}")
-            if not manual:
-                total += score
-                maximum += max_score
-        table.add_row(student, *values, f"{total:g}/{maximum:g}")
+        scores = [rows[student].get(name, (0.0, 0.0, False)) for name in cells]
+        values = ["[dim]waiting[/dim]" if waiting else f"{score:g}/{points:g}" for score, points, waiting in scores]
+        waiting = sum(points for _, points, w in scores if w)
+        total = f"{sum(s for s, _, _ in scores):g}/{sum(p for _, p, _ in scores):g}"
+        table.add_row(student, *values, total + (f" ({waiting:g} waiting)" if waiting else ""))
     console.print(table)
     with open(export_csv) as f:
         exported = list(csv.DictReader(f))
-    console.print(f"nbgrader export wrote {len(exported)} row(s) to {export_csv}: " +
+    console.print(f"nbgrader export wrote {len(exported)} row(s) to {os.path.basename(export_csv)}: " +
                   ", ".join(f"{r['student_id']}={float(r['score']):g}/{float(r['max_score']):g}"
                             for r in exported))
+    console.print("[dim]'waiting': a written answer for a human to grade in formgrader; it counts 0 until "
+                  "then. An unchanged 'YOUR ANSWER HERE' is scored 0 by nbgrader itself.[/dim]")
 
 
-def print_feedback(course: str, assignment: str, student: str) -> None:
+def print_feedback(course: str, assignment: str, student: str, kept: bool) -> None:
     nb_path = os.path.join(course, "autograded", student, assignment, f"{assignment}.ipynb")
     nb = nbformat.read(nb_path, as_version=4)
-    console.print(f"\n[bold]What student '{student}' reads in the grade cells[/bold] "
-                  f"(feedback HTML: feedback/{student}/{assignment}/{assignment}.html):")
+    where = (f" (feedback page: {os.path.join(course, 'feedback', student, assignment, assignment + '.html')})"
+             if kept else "")
+    console.print(f"\n[bold]What student '{student}' reads in the grade cells[/bold]{where}:")
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("grade"):
@@ -136,7 +134,7 @@ def autograde_course(assignment: str, course: str) -> str:
     return export_csv
 
 
-def run(assignment: str, course: str) -> None:
+def run(assignment: str, course: str, kept: bool = False) -> None:
     started = time.perf_counter()
     console.rule(f"1. nbgrader generate_assignment {assignment}")
     prepare_course(assignment, course)
@@ -150,8 +148,10 @@ def run(assignment: str, course: str) -> None:
     export_csv = autograde_course(assignment, course)
     console.print(f"took {time.perf_counter() - t0:.1f} s for {len(SAMPLES)} submissions")
     print_gradebook(course, assignment, export_csv)
-    print_feedback(course, assignment, "mistakes")
-    console.print(f"\ndone in {time.perf_counter() - started:.0f} s; course folder: {course}")
+    print_feedback(course, assignment, "mistakes", kept)
+    where = (f"course folder: {course}" if kept else
+             "the scratch course folder is deleted now (--keep DIR keeps one)")
+    console.print(f"\ndone in {time.perf_counter() - started:.0f} s; {where}")
 
 
 def main(argv=None) -> int:
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
         if os.path.exists(course):
             shutil.rmtree(course)
         os.makedirs(course)
-        run(args.assignment, course)
+        run(args.assignment, course, kept=True)
     else:
         with tempfile.TemporaryDirectory(prefix="course-demo-") as course:
             run(args.assignment, course)

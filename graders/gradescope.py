@@ -32,36 +32,77 @@ VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 CONFIG = "gradescope.json"
 SECRET_NAME = ".grading-secret"
 # Trusted files only: the graders minus the nbgrader glue and the sample submissions.
-LEFT_OUT = ("graders/nbgrader_plugin.py", "graders/samples", "graders/demo.py", "graders/build.py")
+LEFT_OUT = ("graders/preprocessors", "graders/samples", "graders/demo.py", "graders/build.py")
+
+SUPPORTED_PYTHONS = ("3.11", "3.12")
+"""Python versions the kit supports (pyproject.toml's requires-python)."""
+GRADING_REQUIREMENTS = ("jax", "jaxlib", "numpy", "rich", "flatbuffers", "pytest")
+"""What grading imports, pinned in the bundle to the versions it was built (and tested) with:
+the sandboxed workers need JAX; the graders run as pytest modules (`graders.run`)."""
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, from /autograder/source, when it builds the autograder image.
-# The kit needs Python 3.11 or 3.12 (it was built with Python {python}, JAX {jax}).
+# Gradescope runs this once, as root, when it builds the autograder image (Configure
+# Autograder > Base image: Ubuntu 22.04, Gradescope's default, or 24.04). It makes a fresh
+# environment in $ROOT/venv from requirements.txt only.
+# This bundle was built and tested with Python {python} and JAX {jax}.
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT="${{GRADESCOPE_AUTOGRADER_ROOT:-/autograder}}"
+BUILT="{python_minor}"
+SUPPORTED="{supported}"
+say() {{ echo "setup.sh: $*" >&2; }}
+apt_install() {{  # Gradescope's images are Ubuntu, and setup.sh runs as root
+  command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ] || return 1
+  apt-get update -qq >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1
+}}
+runs() {{  # an interpreter of version $2 that starts and can make a venv (a pyenv shim may not)
+  command -v "$1" >/dev/null 2>&1 &&
+    "$1" -c "import sys, ensurepip; sys.exit(sys.version_info[:2] != tuple(map(int, '$2'.split('.'))))" >/dev/null 2>&1
+}}
 PY=""
-for candidate in python3.12 python3.11; do
-  if command -v "$candidate" >/dev/null; then PY="$candidate"; break; fi
+for version in $BUILT $SUPPORTED; do
+  for candidate in "python$version" python3; do
+    if runs "$candidate" "$version"; then PY=$(command -v "$candidate"); break 2; fi
+  done
+  # Installed without its venv module (Debian and Ubuntu split it off)?
+  if command -v "python$version" >/dev/null 2>&1 && apt_install "python$version-venv" && runs "python$version" "$version"; then
+    PY=$(command -v "python$version"); break
+  fi
 done
-# The sandbox student code runs in (graders.sandbox); without it, build with --unsandboxed.
-command -v bwrap >/dev/null || (apt-get update && apt-get install -y bubblewrap) || true
 if [ -z "$PY" ]; then
-  apt-get update && apt-get install -y python3.12 python3.12-venv || \\
-    apt-get install -y python3.11 python3.11-venv
-  PY=$(command -v python3.12 || command -v python3.11)
+  say "no Python $BUILT on this image; installing python$BUILT from the distribution"
+  apt_install "python$BUILT" "python$BUILT-venv" || true
+  runs "python$BUILT" "$BUILT" && PY=$(command -v "python$BUILT")
 fi
+if [ -z "$PY" ]; then
+  say "no usable Python found: the kit needs Python $BUILT (or one of: $SUPPORTED) with its venv module."
+  say "On Gradescope choose the base image Ubuntu 22.04 (setup.sh installs python3.11 from Ubuntu's"
+  say "updates) or Ubuntu 24.04 (python3.12), or build the bundle from a Python 3.11 environment."
+  exit 1
+fi
+echo "setup.sh: using $PY ($("$PY" --version 2>&1))"
+# The sandbox student code runs in (graders.sandbox); without it, grading falls back to a
+# dedicated uid, or build with --unsandboxed.
+command -v bwrap >/dev/null || apt_install bubblewrap || say "bubblewrap could not be installed"
 "$PY" -m venv "$ROOT/venv"
-"$ROOT/venv/bin/python" -m pip install --quiet --upgrade pip
-"$ROOT/venv/bin/python" -m pip install --quiet -r requirements.txt
-"$ROOT/venv/bin/python" -c "import jax; print('autograder ready: JAX', jax.__version__)"
+if ! "$ROOT/venv/bin/python" -m pip install --quiet -r requirements.txt; then
+  say "pip could not install requirements.txt (the JAX this bundle pins, {jax}, may not support"
+  say "$("$PY" --version 2>&1)); choose an image with Python $BUILT, or rebuild the bundle with this Python"
+  exit 1
+fi
+"$ROOT/venv/bin/python" -c "import graders.run, graders.pytest_plugin, jax; print('autograder ready: Python', __import__('sys').version.split()[0], '| JAX', jax.__version__)"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for each submission. It always writes results/results.json.
 ROOT="${GRADESCOPE_AUTOGRADER_ROOT:-/autograder}"
-PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
-[ -x "$PYTHON" ] || PYTHON=python3
+PYTHON="$ROOT/venv/bin/python"
+if [ ! -x "$PYTHON" ]; then
+  mkdir -p "$ROOT/results"
+  echo '{"score": 0, "tests": [], "output": "The autograder is not set up (setup.sh did not finish: see the autograder build log). This is not your fault: tell your instructor."}' > "$ROOT/results/results.json"
+  exit 0
+fi
 cd "$ROOT/source" && exec "$PYTHON" -m graders.gradescope run --root "$ROOT"
 """
 
@@ -88,7 +129,7 @@ def requirements() -> str:
     import importlib.metadata as md
 
     pins = []
-    for name in ("jax", "jaxlib", "numpy", "rich", "flatbuffers"):
+    for name in GRADING_REQUIREMENTS:
         try:
             pins.append(f"{name}=={md.version(name)}")
         except md.PackageNotFoundError:
@@ -128,7 +169,9 @@ def build_bundle(assignment: str, out: str, default_visibility: str = "visible",
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, text)
 
-        add("setup.sh", SETUP_SH.format(python=config["built_with"]["python"], jax=jax.__version__), True)
+        python = config["built_with"]["python"]
+        add("setup.sh", SETUP_SH.format(python=python, python_minor=".".join(python.split(".")[:2]),
+                                        supported=" ".join(SUPPORTED_PYTHONS), jax=jax.__version__), True)
         add("run_autograder", RUN_AUTOGRADER, True)
         add("requirements.txt", requirements())
         add(CONFIG, json.dumps(config, indent=2) + "\n")

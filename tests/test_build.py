@@ -35,9 +35,9 @@ def test_points_match_the_contract(repo_root):
 
 
 def test_every_written_answer_has_a_rubric_for_graders_only(repo_root):
-    """Does every written answer have a model answer in its solution region and a 0-point
-    mark-scheme cell right after it, holding the rubric and the same model answer (shown in
-    formgrader, removed from the release)?"""
+    """Does every written answer have a model answer in its solution region and a read-only
+    mark-scheme cell right after it (not a task cell), holding the rubric and the same model
+    answer (shown in formgrader, removed from the release)?"""
     from assignments.contracts import ASSIGNMENTS
 
     for name, assignment in ASSIGNMENTS.items():
@@ -49,7 +49,9 @@ def test_every_written_answer_has_a_rubric_for_graders_only(repo_root):
             assert "### BEGIN SOLUTION" in answer.source, written.name
             rubric = nb.cells[ids.index(written.name) + 1]
             meta = rubric.metadata.get("nbgrader", {})
-            assert meta.get("task") and meta.get("points") == 0 and meta.get("grade_id") == f"{written.name}_rubric"
+            # read-only, and not a task cell, which nbgrader would count as one more answer to grade
+            assert meta.get("locked") and not (meta.get("task") or meta.get("grade") or meta.get("solution"))
+            assert meta.get("grade_id") == f"{written.name}_rubric"
             assert "### BEGIN MARK SCHEME" in rubric.source and "Rubric" in rubric.source
             model = answer.source.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0].strip()
             assert model in rubric.source, f"{written.name}: the mark scheme must repeat the model answer"

@@ -1,10 +1,10 @@
-"""nbgrader glue: fill the grade cells from the trusted graders; no student code in a kernel.
+"""FillGradeCells: the trusted graders' verdict in each grade cell; no student code in a kernel.
 
 nbgrader's usual autograde runs the student's notebook in an ordinary kernel, as the
 grader's user, where any cell could patch the kit on disk or leave a process behind. This
 course's pipeline (`nbgrader_config.py`) has no `Execute` step: `FillGradeCells` grades the
-submitted code with `python -m graders`, in the graders' sandbox, and writes each grade
-cell's message and score. nbgrader's `SaveAutoGrades` then reads a number as partial credit.
+submitted code with the hidden graders, in their sandbox, and writes each grade cell's
+message and score. nbgrader's `SaveAutoGrades` then reads a number as partial credit.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import nbformat
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Integer
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def grade_notebook(nb, assignment: str, timeout: int) -> dict:
@@ -101,18 +101,3 @@ class FillGradeCells(NbGraderPreprocessor):
                                              "solution": False, "task": False}
                 cell.outputs = grade_cell_outputs(test, "")
                 nb.cells.append(cell)
-
-
-class DropClearedCellMetadata(NbGraderPreprocessor):
-    """Make a duplicated grade or solution cell an ordinary cell.
-
-    nbgrader's DeduplicateIds keeps the last cell of each grade id and sets the others'
-    nbgrader metadata to ``{}``, which CheckCellMetadata then rejects as an old metadata
-    format, failing the whole notebook. Removing the empty metadata lets it be graded
-    (`nbgrader_config.py` runs this right after DeduplicateIds)."""
-
-    def preprocess(self, nb, resources):
-        for cell in nb.cells:
-            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"]:
-                del cell.metadata["nbgrader"]
-        return nb, resources
