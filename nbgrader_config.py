@@ -17,6 +17,8 @@ from graders.preprocessors import (  # noqa: E402
 )
 
 c = get_config()  # noqa: F821
+# The graders' limits (time, memory, judges, sandbox): one file, read by every grading route.
+load_subconfig(os.path.join(here, "grading_config.py"))  # noqa: F821
 
 c.CourseDirectory.root = here
 c.CourseDirectory.course_id = "scaling-jax"
@@ -33,6 +35,12 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "*.jax
 
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Submissions come in as regular files only: a link in the exchange's inbound folder or in an
+# LMS archive is left out (nbgrader's own copies follow links, and feedback would carry back
+# whatever a link names).
+c.ExchangeFactory.collect = "graders.collect.CollectRegularFiles"
+c.ZipCollectApp.extractor_plugin = "graders.collect.ExtractRegularFiles"
 
 # No kernel runs student code during autograde: nbgrader's Execute would run it unsandboxed,
 # as the grader's user. FillGradeCells grades the submitted code in the graders' sandbox and

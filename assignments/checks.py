@@ -19,11 +19,12 @@ import jax
 from rich.panel import Panel
 from rich.text import Text
 
-from .contract import Case, CaseResult, Part, arg_leaves, case_request, make_inputs
+from .contract import Case, CaseResult, Part, arg_leaves, make_inputs
 from .contracts import find_part
 from .devices import setup_devices
+from .diagnosis import exception_hint, not_implemented_message
 from .display import communication_table, console
-from .evaluate import evaluate_compiled, evaluate_eager_report, make_mesh, place
+from .evaluate import eager_report, evaluate_compiled, evaluate_eager_report, make_mesh, place
 from .hlo import ProgramAnalysis
 
 VISIBLE_SEED = 0
@@ -113,7 +114,7 @@ def _explain(e: BaseException) -> str:
     """The exception's whole message (JAX explains after the first line), without the
     note JAX appends about its filtered frames."""
     text = str(e).strip()
-    text = re.split(r"\n-{10,}\nFor simplicity, JAX has removed", text)[0].rstrip()
+    text = re.split(r"\n-{10,}\nFor simplicity, JAX has removed", text)[0].rstrip() + exception_hint(e)
     if isinstance(e, NameError):
         text += (f". Hint: if the set-up cell defines this name (jax, jnp, P, NamedSharding, ...), "
                  f"{SETUP_HINT}.")
@@ -155,16 +156,14 @@ def _run_case(fn, spec: Part, case: Case) -> CaseResult:
     arrays = make_inputs(spec, case, VISIBLE_SEED)
     try:
         if spec.eager:  # judged on the concrete result, as the graders do
-            from .export_worker import Exporter
-
-            described = Exporter().eager_report(fn, case_request(spec, case, spec.name), arrays)
+            described = eager_report(fn, mesh, dict(case.statics), arrays)
             return evaluate_eager_report(spec, case, mesh, described, arrays)
         jitted = jax.jit(functools.partial(fn, **spec.call_kwargs(mesh, case.statics)))
         lowered = jitted.lower(*place(arrays, spec, mesh))
         compiled = lowered.compile()
         return evaluate_compiled(spec, case, mesh, compiled, lowered.as_text(), arrays)
-    except NotImplementedError:
-        return CaseResult.failed(case, "not implemented yet: replace `raise NotImplementedError()` with your code")
+    except NotImplementedError as e:
+        return CaseResult.failed(case, not_implemented_message(e, spec.name))
     except Exception as e:
         return CaseResult.failed(
             case, f"raised {type(e).__name__} while tracing or compiling{_user_frame(e)}: {_explain(e)}")
@@ -232,9 +231,24 @@ def show_cost_comparison(spec: Part, fn, chip: str = "TPU v5e") -> dict:
             console.print(Text(f"could not compile {name} at {case.label}: {type(e).__name__}"
                                f"{_user_frame(e)}: {_explain(e)}", style="yellow"))
     if programs:
+        from .schedule import draw_schedule
+
         console.print(comparison_table(programs, on=chip, title=f"estimated on {chip} at {case.label} "
                                                             f"(the book's model, not a measurement)"))
+        console.print(draw_schedule(programs, chip, compact=True, title=f"step by step at {case.label}"))
     return programs
+
+
+def _rule_label(rule) -> str:
+    """"rule" for a rule that also limits memory (a value's size), whose text is not all about
+    communication; "allowed communication" otherwise."""
+    pending = [rule]
+    while pending:
+        r = pending.pop()
+        if getattr(r, "limits_memory", False):
+            return "rule"
+        pending += list(getattr(r, "rules", ())) + ([r.rule] if hasattr(r, "rule") else [])
+    return "allowed communication"
 
 
 def render(outcome: CheckResult) -> None:
@@ -244,7 +258,7 @@ def render(outcome: CheckResult) -> None:
     if second is not None and not second.passed and second.analysis is not None:
         console.print(communication_table(second.analysis, title=f"{spec.name}: {second.case.label}"))
     lines = Text()
-    lines.append(f"allowed communication: {spec.rule.describe()}\n")
+    lines.append(f"{_rule_label(spec.rule)}: {spec.rule.describe()}\n")
     if outcome.passed:
         lines.append("\u2713 values, shape, dtype, sharding and communication all as expected", style="green")
         if second is not None:
@@ -294,10 +308,14 @@ def report(fn, *args, title: str | None = None, **kwargs):
     the mesh is read from them. Returns the `ProgramAnalysis`.
     """
     from .hlo import analyze
+    from .schedule import draw_schedule
 
     mesh = _mesh_of(args, "report")
     analysis = analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
-    console.print(communication_table(analysis, title=title or getattr(fn, "__name__", "program")))
+    name = title or getattr(fn, "__name__", "program")
+    console.print(communication_table(analysis, title=name))
+    if analysis.collectives:  # where it moves data, step by step (one loop iteration for all)
+        console.print(draw_schedule({name: analysis}, compact=True))
     return _shown(analysis)
 
 
@@ -308,13 +326,19 @@ def compare(programs: dict, *args, chip: str = "TPU v5e", title: str | None = No
     large shapes cost only compile time). Returns {name: ProgramAnalysis}.
     """
     from .costs import comparison_table
-    from .hlo import analyze
 
-    mesh = _mesh_of(args, "compare")
-    analyses = {name: analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
-                for name, fn in programs.items()}
+    analyses = compile_programs(programs, args, kwargs, "compare")
     console.print(comparison_table(analyses, on=chip, title=title))
     return ShownAnalyses(analyses)
+
+
+def compile_programs(programs: dict, args, kwargs: dict, caller: str) -> dict[str, ProgramAnalysis]:
+    """{name: the analysis of `jax.jit(fn)(*args, **kwargs)`}, on the mesh of the arguments."""
+    from .hlo import analyze
+
+    mesh = _mesh_of(args, caller)
+    return {name: analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
+            for name, fn in programs.items()}
 
 
 def is_implemented(fn, *args, **kwargs) -> bool:

@@ -277,6 +277,10 @@ class CaseResult:
     """What went wrong, in words a student can act on (empty when all is well)."""
     analysis: ProgramAnalysis | None = None
     """The compiled program's communication, when it compiled."""
+    ran: bool = True
+    """The program compiled and ran to the end, so the verdict depends on nothing but the
+    program, the case and its inputs (False: it failed to compile or raised when run, which
+    can depend on the process it ran in)."""
 
     @property
     def passed(self) -> bool:
@@ -284,4 +288,4 @@ class CaseResult:
 
     @classmethod
     def failed(cls, case: Case, problem: str) -> "CaseResult":
-        return cls(case, False, False, [problem])
+        return cls(case, False, False, [problem], ran=False)

@@ -14,6 +14,7 @@ from jax.sharding import AxisType, NamedSharding
 
 from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, uses_shard_map
 from .hlo import ProgramAnalysis, analyze
+from .rules import ring_directions_note
 
 
 AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
@@ -54,7 +55,11 @@ ATOL = 1e-5
 relative error means nothing. Not the largest element, which would hide small ones."""
 
 
-def _compare_values(got: np.ndarray, want: np.ndarray) -> str | None:
+def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True) -> str | None:
+    """What is wrong with `got` against the reference `want`, or None. With `show_values`
+    (the visible check: the student knows its inputs) the worst element's value and the
+    expected one are shown; otherwise (hidden cases) only where and how much: its index,
+    how many elements, and the error's order of magnitude, never a value of the case."""
     if np.isnan(got).any() and not np.isnan(want).any():
         return f"values wrong: the result has {int(np.isnan(got).sum())} NaN element(s)"
     want = np.asarray(want, dtype=np.float64)
@@ -62,13 +67,17 @@ def _compare_values(got: np.ndarray, want: np.ndarray) -> str | None:
     allowed = RTOL * np.abs(want) + ATOL * max(1.0, rms)
     err = np.abs(got.astype(np.float64) - want)
     bad = ~(err <= allowed)
-    if bad.any():
-        worst = np.unravel_index(int(np.nanargmax(np.where(bad, err / allowed, 0))), err.shape) if err.ndim else ()
-        i = tuple(map(int, worst))
-        return (f"values wrong: {int(bad.sum())} of {err.size} elements differ from the reference "
-                f"(worst at index {i}: got {float(got[i]):.7g}, expected {float(want[i]):.7g}, "
+    if not bad.any():
+        return None
+    worst = np.unravel_index(int(np.nanargmax(np.where(bad, err / allowed, 0))), err.shape) if err.ndim else ()
+    i = tuple(map(int, worst))
+    counted = f"values wrong: {int(bad.sum())} of {err.size} elements differ from the reference"
+    if show_values:
+        return (f"{counted} (worst at index {i}: got {float(got[i]):.7g}, expected {float(want[i]):.7g}, "
                 f"allowed error {float(allowed[i]):.2g})")
-    return None
+    relative = float(err[i] / max(np.abs(want[i]), ATOL * max(1.0, rms)))
+    order = "infinite" if not np.isfinite(relative) else f"of order 1e{int(np.floor(np.log10(max(relative, 1e-300)))):+03d}"
+    return f"{counted} (worst at index {i}: relative error {order}; allowed about {RTOL:.0e})"
 
 
 def _matches(got, want) -> bool:
@@ -121,8 +130,9 @@ def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis
 
 
 def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: str,
-                      arrays: list[np.ndarray]) -> CaseResult:
-    """Run a compiled case on `arrays` and judge it against the contract."""
+                      arrays: list[np.ndarray], show_values: bool = True) -> CaseResult:
+    """Run a compiled case on `arrays` and judge it against the contract. Without
+    `show_values` (the graders' hidden cases) no message quotes a value of the case."""
     analysis = analyze(compiled, mesh)
     rule_problems = _style_problems(part, case, stablehlo_text)
     try:
@@ -131,17 +141,31 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
     except Exception as e:  # a runtime failure inside the compiled program
         rule_problems += part.rule.violations(analysis, case, arrays)
         problem = f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        return CaseResult(case, False, not rule_problems, [problem] + rule_problems, analysis)
+        return CaseResult(case, False, not rule_problems, [problem] + rule_problems, analysis, ran=False)
     analysis = count_when_run(compiled, args, analysis)
     rule_problems += part.rule.violations(analysis, case, arrays)
     reference = part.reference(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
     if isinstance(part.result, Tree):
-        problems = _tree_problems(out, part.result, reference, mesh, case)
+        problems = _tree_problems(out, part.result, reference, mesh, case, show_values)
         if any("values wrong" in p for p in problems) and (hint := _hint(part, out, arrays, case)):
             problems.append(hint)
     else:
-        problems = _array_problems(part, case, mesh, out, reference, arrays)
+        problems = _array_problems(part, case, mesh, out, reference, arrays, show_values)
+    if any("values wrong" in p for p in problems) and _far_off(out, reference):
+        # Which way the data went: a ring walking the other way than its schedule shows.
+        problems += [note for note in [ring_directions_note(analysis)] if note]
     return CaseResult(case, not problems, not rule_problems, problems + rule_problems, analysis)
+
+
+def _far_off(out, reference) -> bool:
+    """Whether a wrong result is off by about as much as the values themselves (whole blocks in
+    the wrong place), not by a rounding or a slightly different formula."""
+    try:
+        got, want = np.asarray(out, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    rms = float(np.sqrt(np.mean(want ** 2))) if want.size else 0.0
+    return got.shape == want.shape and rms > 0 and float(np.sqrt(np.mean((got - want) ** 2))) > 0.1 * rms
 
 
 def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
@@ -158,7 +182,7 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     return []
 
 
-def _array_problems(part: Part, case: Case, mesh, out, reference, arrays) -> list[str]:
+def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_values: bool) -> list[str]:
     """Shape, dtype, sharding and values of a single-array result."""
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
     if isinstance(out, (tuple, list)):
@@ -171,7 +195,7 @@ def _array_problems(part: Part, case: Case, mesh, out, reference, arrays) -> lis
     if not out.sharding.is_equivalent_to(NamedSharding(mesh, part.result.partition_spec), out.ndim):
         problems.append(f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
                         f"{part.result.partition_spec} ({_sharding_fix(part)})")
-    wrong = _compare_values(np.asarray(out), np.asarray(reference))
+    wrong = _compare_values(np.asarray(out), np.asarray(reference), show_values)
     if wrong:
         hint = _hint(part, np.asarray(out), arrays, case)
         problems.append(wrong + (f". {hint}" if hint else ""))
@@ -194,7 +218,7 @@ def _as_float64(value):
     return np.asarray(value).astype(np.float64)
 
 
-def _tree_problems(out, result: Tree, reference, mesh, case: Case) -> list[str]:
+def _tree_problems(out, result: Tree, reference, mesh, case: Case, show_values: bool) -> list[str]:
     """Check a pytree result leaf by leaf: shape, dtype, sharding, values."""
     want = arg_leaves(result)
     got = jax.tree.leaves(out)
@@ -215,10 +239,27 @@ def _tree_problems(out, result: Tree, reference, mesh, case: Case) -> list[str]:
             if not g.sharding.is_equivalent_to(want_sharding, g.ndim):
                 problems.append(f"{leaf.name}: wrong sharding: got {_sharding_text(g.sharding, g.ndim)}, "
                                 f"expected {leaf.partition_spec}")
-            wrong = _compare_values(np.asarray(g), np.asarray(r, dtype=np.float64))
+            wrong = _compare_values(np.asarray(g), np.asarray(r, dtype=np.float64), show_values)
             if wrong:
                 problems.append(f"{leaf.name}: {wrong}")
     return problems
+
+
+def eager_report(fn, mesh, statics: dict, inputs: list) -> dict:
+    """Call `fn` eagerly on single-device copies of `inputs` and describe what it returned:
+    shape, dtype, and each shard's device, index and data (what `evaluate_eager_report`
+    judges). The graders call it in the submission's process and check the shards against
+    the input, so a forged report must contain exactly what a right answer places where: it
+    gains nothing over writing the function."""
+    out = fn(*[jax.device_put(np.asarray(x), jax.devices()[0]) for x in inputs], mesh=mesh, **statics)
+    if not isinstance(out, jax.Array):
+        return {"type": type(out).__name__}
+    shards = []
+    for shard in out.addressable_shards[:64]:
+        index = [[s.start or 0, s.stop if s.stop is not None else n] for s, n in zip(shard.index, out.shape)]
+        shards.append({"device": shard.device.id, "index": index, "data": np.asarray(shard.data)})
+    return {"type": "Array", "shape": list(out.shape), "dtype": str(out.dtype),
+            "sharding": str(out.sharding)[:300], "shards": shards}
 
 
 def evaluate_eager_report(part: Part, case: Case, mesh, report: dict, arrays: list) -> CaseResult:

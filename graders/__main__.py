@@ -1,8 +1,8 @@
-"""python -m graders SUBMISSION --assignment NAME [-o results.json]"""
+"""python -m graders SUBMISSION --assignment NAME [-o results.json] [limits...]"""
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 import sys
 
 
@@ -15,29 +15,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", help="write Gradescope-format results.json here")
     parser.add_argument("--only", nargs="+", metavar="FUNCTION", help="grade only these functions")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    from .harness import add_limit_arguments, limits_from_args
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="what the graders log on stderr (INFO: each decision of the supervisor)")
+    parser.add_argument("--concurrent", type=int, default=1,
+                        help="gradings running at once on this machine (sizes the judges; graders.batch sets it)")
+    parser.add_argument("--within", metavar="FOLDER",
+                        help="grade the file only if it is reached from FOLDER without following a link")
+    from .settings import add_arguments, from_arguments
 
-    add_limit_arguments(parser)
+    add_arguments(parser)
     args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(name)s: %(message)s")
 
     from assignments.contracts import ASSIGNMENTS
 
     if args.assignment not in ASSIGNMENTS:
         parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
+    from .results import write_results
     from .run import grade
     from .sandbox import SandboxUnavailable, choose_isolation
 
-    limits = limits_from_args(args)
+    limits = from_arguments(args)
     try:
         choose_isolation(limits.sandbox)
-        result = grade(args.submission, args.assignment, only=args.only, limits=limits)
+        result = grade(args.submission, args.assignment, only=args.only, limits=limits,
+                       concurrent=args.concurrent, trusted_folder=args.within)
     except SandboxUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.output:
-        from .batch import write_atomic
-
-        write_atomic(args.output, json.dumps(result.to_gradescope(), indent=2))
+        write_results(args.output, result)
     if not args.quiet:
         try:
             print(result.to_text())

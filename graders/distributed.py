@@ -29,7 +29,9 @@ import time
 
 import numpy as np
 
+from .cgroups import WorkerCgroup
 from .sandbox import Resources, Slot, choose_isolation, isolated, limited, python_command
+from .settings import Limits
 
 SHARED = "/shared"
 """Where the sandbox sees the run's folder (artifacts, inputs, results)."""
@@ -46,17 +48,19 @@ def _inside(job: dict, work: str, shared: str) -> dict:
     return {**job, "file": moved(job["file"]), "inputs": [moved(p) for p in job["inputs"]]}
 
 
-def _run_sandboxed(command: list[str], work: str, timeout: float, isolation) -> str | None:
-    """Run `command` in the graders' sandbox with `work` writable (at /shared under
-    bubblewrap); None when it ended well, else why not."""
-    resources = Resources(memory_bytes=16 * 2**30)
+def _run_sandboxed(command: list[str], work: str, timeout: float, isolation, resources: Resources) -> str | None:
+    """Run `command` in the graders' sandbox (and a memory cgroup of its own, where one can
+    be made) with `work` writable (at /shared under bubblewrap); None when it ended well,
+    else why not."""
     with Slot() as slot:
         if slot.uid is not None:
             for root, dirs, files in os.walk(work):
                 for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
                     os.chown(name, slot.uid, slot.uid)
         full, where = isolated(command, isolation, slot.uid, resources, work, shared=(work, SHARED))
-        proc = subprocess.Popen(limited(full, resources), stdin=subprocess.DEVNULL,
+        cgroup = WorkerCgroup.create(resources.memory_bytes, resources.processes)
+        launch = limited(full, resources)
+        proc = subprocess.Popen(cgroup.command(launch) if cgroup else launch, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 start_new_session=True, cwd=where)
         try:
@@ -67,6 +71,11 @@ def _run_sandboxed(command: list[str], work: str, timeout: float, isolation) -> 
             if proc.poll() is None:
                 os.killpg(proc.pid, 9)
                 proc.wait()
+            over = cgroup is not None and cgroup.oom_kills() > 0
+            if cgroup is not None:
+                cgroup.close()
+    if over:
+        return f"the processes used more than their memory limit of {resources.memory_bytes / 2**30:g} GiB"
     return None if proc.returncode == 0 else f"a process exited with code {proc.returncode}"
 
 
@@ -78,7 +87,7 @@ def free_port() -> int:
 
 
 def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_devices: int = 4,
-                    timeout: float = 300.0) -> dict[str, dict]:
+                    timeout: float = 300.0, limits: Limits | None = None) -> dict[str, dict]:
     """Run each job on a `processes` x `local_devices` multi-controller runtime.
 
     A job is ``{"id", "file": artifact path, "mesh": [nX, nY], "axis_types": "auto",
@@ -100,7 +109,11 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
     # Every process runs a program compiled from student code: all of them run in one
     # sandbox (they talk over its own loopback), with `work` as its only writable folder.
     port = free_port()
-    isolation = choose_isolation("auto")
+    limits = limits or Limits()
+    isolation = choose_isolation(limits.sandbox)
+    # The processes share one sandbox: each may use what one grading worker may.
+    resources = Resources.of(limits.replace(memory_gib=limits.memory_gib * processes,
+                                            processes=limits.processes * processes))
     shared = SHARED if isolation.sandboxed else work
     out_file = os.path.join(shared, f"distributed-{time.monotonic_ns()}.json")
     launch = []
@@ -110,10 +123,10 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
             json.dump({"coordinator": f"127.0.0.1:{port}", "processes": processes, "process_id": pid,
                        "local_devices": local_devices, "jobs": [_inside(j, work, shared) for j in runnable],
                        "out_dir": shared, "out_file": out_file}, f)
-        launch.append(f"{shlex.join(python_command('assignments.distributed_worker:main'))} "
+        launch.append(f"{shlex.join(python_command('graders.sandboxed.multicontroller:main'))} "
                       f"{shared}/{request} > {shared}/distributed-{pid}.log 2>&1 &")
     script = " ".join(launch) + " wait"
-    failed = _run_sandboxed(["sh", "-c", script], work, timeout, isolation)
+    failed = _run_sandboxed(["sh", "-c", script], work, timeout, isolation, resources)
     out_file = os.path.join(work, os.path.basename(out_file))
     if failed is None and os.path.exists(out_file):
         with open(out_file) as f:
@@ -130,7 +143,7 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
 
 
 def check_submission(submission: str, assignment: str, *, processes: int = 2, local_devices: int = 4,
-                     only: list[str] | None = None) -> list[dict]:
+                     only: list[str] | None = None, limits: Limits | None = None) -> list[dict]:
     """Grade a submission as usual, then run its artifacts for the cases that use every
     device on the multi-controller runtime and compare with the float64 reference.
     Returns one row per case: function, case label, status, largest error, message."""
@@ -144,7 +157,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
     rows = []
     with tempfile.TemporaryDirectory(prefix="distributed-") as work:
         artifacts = os.path.join(work, "artifacts")
-        single = grade_submission(submission, assignment, only=only, keep_artifacts=artifacts)
+        single = grade_submission(submission, assignment, only=only, keep_artifacts=artifacts, limits=limits)
         jobs, expected = [], {}
         for part in spec.parts:
             for i, case in enumerate(cases[part.name]):
@@ -163,7 +176,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
                 statics = dict(case.statics)
                 expected[cid] = (part, case, part.reference(*[a.astype(np.float64) for a in arrays],
                                                             mesh=case.mesh, **statics))
-        results = run_distributed(jobs, work, processes=processes, local_devices=local_devices)
+        results = run_distributed(jobs, work, processes=processes, local_devices=local_devices, limits=limits)
         single_ok = {(p.name, c.case.label): c.values_ok for p in single.parts for c in p.cases}
         for cid, (part, case, want) in expected.items():
             r = results.get(cid, {"status": "error", "message": "no result"})
@@ -172,7 +185,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
             if r["status"] == "ok":
                 got = np.load(r["output"])
                 wrong = (f"wrong shape {got.shape}" if got.shape != want.shape
-                         else _compare_values(got, np.asarray(want)))
+                         else _compare_values(got, np.asarray(want), show_values=False))
                 row["status"] = "wrong" if wrong else "ok"
                 row["message"] = wrong or f"result at {r['spec']} on {r['processes']} processes"
             rows.append(row)
@@ -187,12 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--local-devices", type=int, default=4)
     parser.add_argument("--only", nargs="+", metavar="FUNCTION")
+    from .settings import add_arguments, from_arguments
+
+    add_arguments(parser)
     args = parser.parse_args(argv)
     from rich.console import Console
     from rich.table import Table
 
     rows = check_submission(args.submission, args.assignment, processes=args.processes,
-                            local_devices=args.local_devices, only=args.only)
+                            local_devices=args.local_devices, only=args.only, limits=from_arguments(args))
     table = Table(title=f"{args.assignment} on {args.processes} processes x {args.local_devices} "
                         f"CPU devices (jax.distributed, gloo)")
     for column in ("function", "case", "status", "same verdict as one process", "detail"):

@@ -26,19 +26,23 @@ import time
 import traceback
 import zipfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .results import SubmissionResult, write_results
+
+from .settings import CONFIG_FILE, KIT_ROOT
 ROOT_VARIABLE = "GRADESCOPE_AUTOGRADER_ROOT"
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 CONFIG = "gradescope.json"
 SECRET_NAME = ".grading-secret"
 # Trusted files only: the graders minus the nbgrader glue and the sample submissions.
-LEFT_OUT = ("graders/preprocessors", "graders/samples", "graders/demo.py", "graders/build.py")
+LEFT_OUT = ("graders/preprocessors", "graders/samples", "graders/demo.py", "graders/build.py",
+            "graders/handout.py")
 
 SUPPORTED_PYTHONS = ("3.11", "3.12")
 """Python versions the kit supports (pyproject.toml's requires-python)."""
-GRADING_REQUIREMENTS = ("jax", "jaxlib", "numpy", "rich", "flatbuffers", "pytest")
+GRADING_REQUIREMENTS = ("jax", "jaxlib", "numpy", "rich", "flatbuffers", "pytest", "traitlets")
 """What grading imports, pinned in the bundle to the versions it was built (and tested) with:
-the sandboxed workers need JAX; the graders run as pytest modules (`graders.run`)."""
+the sandboxed workers need JAX; the graders run as pytest modules (`graders.run`), with
+their settings as traitlets (`graders.settings`)."""
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder image (Configure
@@ -114,12 +118,12 @@ def kit_files() -> list[str]:
     """The kit's files that go into the bundle, relative to the repository."""
     files = []
     for top in ("assignments", "graders"):
-        for root, dirs, names in os.walk(os.path.join(REPO_ROOT, top)):
+        for root, dirs, names in os.walk(os.path.join(KIT_ROOT, top)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(names):
                 if not name.endswith(".py"):
                     continue
-                rel = os.path.relpath(os.path.join(root, name), REPO_ROOT).replace(os.sep, "/")
+                rel = os.path.relpath(os.path.join(root, name), KIT_ROOT).replace(os.sep, "/")
                 if not any(rel == x or rel.startswith(x + "/") for x in LEFT_OUT):
                     files.append(rel)
     return files
@@ -176,8 +180,11 @@ def build_bundle(assignment: str, out: str, default_visibility: str = "visible",
         add("requirements.txt", requirements())
         add(CONFIG, json.dumps(config, indent=2) + "\n")
         add(SECRET_NAME, grading_secret().decode() + "\n")
+        if os.path.isfile(os.path.join(KIT_ROOT, CONFIG_FILE)):  # the course's limits
+            with open(os.path.join(KIT_ROOT, CONFIG_FILE), encoding="utf-8") as f:
+                add(CONFIG_FILE, f.read())
         for rel in kit_files():
-            with open(os.path.join(REPO_ROOT, rel), encoding="utf-8") as f:
+            with open(os.path.join(KIT_ROOT, rel), encoding="utf-8") as f:
                 add(rel, f.read())
     return out
 
@@ -186,63 +193,68 @@ def build_bundle(assignment: str, out: str, default_visibility: str = "visible",
 
 
 def find_submission(folder: str, assignment: str) -> tuple[str | None, str]:
-    from .batch import _pick
+    """The file to grade in Gradescope's submission folder (see `graders.batch._pick`); links
+    are candidates too, so that one is refused rather than passed over for another file."""
+    from .batch import _pick, _student_files
 
-    files = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "__"))]
-        files += [os.path.join(root, n) for n in names if n.endswith((".ipynb", ".py"))]
-    return _pick(files, assignment)
+    return _pick(_student_files(folder), assignment)
 
 
-def run(root: str) -> dict:
-    """Grade `root/submission`, write `root/results/results.json`; returns what was written."""
+def run(root: str) -> SubmissionResult | None:
+    """Grade `root/submission`, write `root/results/results.json`; returns the result (None
+    when the bundle itself is broken: then results.json says so)."""
     started = time.perf_counter()
     source = os.path.join(root, "source")
     try:
         with open(os.path.join(source, CONFIG)) as f:
             config = json.load(f)
-        assignment = config["assignment"]
-        visibility = config.get("visibility", {})
-        sandbox = config.get("sandbox", "auto")
+        assignment, visibility = config["assignment"], config.get("visibility", {})
     except (OSError, ValueError, KeyError) as e:
-        return write_results(root, {"score": 0, "output": f"the autograder bundle is incomplete "
-                                    f"({CONFIG}: {e}); rebuild it with python -m graders.gradescope build",
-                                    "tests": []})
+        _write_broken(root, f"the autograder bundle is incomplete ({CONFIG}: {e}); rebuild it with "
+                            f"python -m graders.gradescope build")
+        return None
     try:
-        path, note = find_submission(os.path.join(root, "submission"), assignment)
-        if path is None:
-            from .results import SubmissionResult
-
-            message = (f"no notebook or Python file was found in your submission; upload "
-                       f"{assignment}.ipynb (the notebook you worked in)")
-            data = SubmissionResult.failed(assignment, "", message).to_gradescope()
-        else:
-            from .harness import Limits
-            from .run import grade
-
-            os.environ.setdefault("KIT_GRADING_SECRET_FILE", os.path.join(source, SECRET_NAME))
-            result = grade(path, assignment, limits=Limits(sandbox=sandbox))
-            data = result.to_gradescope()
-            if note:
-                data["output"] += f"\n\nNote: {note}."
-            print(f"isolation: {result.isolation}")
-        for test in data["tests"]:
-            test["visibility"] = visibility.get(test["name"], "visible")
+        result = _grade(root, source, assignment, config.get("sandbox", "auto"))
     except Exception as e:  # the graders failed: say so, and let the instructor rerun
         traceback.print_exc()
-        data = {"score": 0, "output": f"the autograder failed ({type(e).__name__}: {e}); this is "
-                                      f"not your fault: ask your instructor to rerun it", "tests": []}
-    data["execution_time"] = round(time.perf_counter() - started, 2)
-    data["stdout_visibility"] = "hidden"
-    return write_results(root, data)
+        result = SubmissionResult.failed(assignment, "", f"the autograder failed ({type(e).__name__}: {e}); this "
+                                         f"is not your fault: ask your instructor to rerun it", graders_fault=True)
+    result.execution_time = time.perf_counter() - started
+    write_results(os.path.join(root, "results", "results.json"), result, visibility)
+    return result
 
 
-def write_results(root: str, data: dict) -> dict:
-    from .batch import write_atomic
+def _grade(root: str, source: str, assignment: str, sandbox: str) -> SubmissionResult:
+    from .files import NotASubmission, check_submission
+    from .run import grade
+    from .settings import Limits, load_config
 
+    folder = os.path.join(root, "submission")
+    path, note = find_submission(folder, assignment)
+    if path is None:
+        message = (f"no notebook or Python file was found in your submission; upload "
+                   f"{assignment}.ipynb (the notebook you worked in)")
+        return SubmissionResult.failed(assignment, "", message, graders_fault=False)
+    try:
+        check_submission(path, trusted=folder)
+    except NotASubmission as e:
+        return SubmissionResult.failed(assignment, os.path.basename(path), f"{e}; upload the notebook itself",
+                                       graders_fault=False)
+    os.environ.setdefault("KIT_GRADING_SECRET_FILE", os.path.join(source, SECRET_NAME))
+    limits = Limits(config=load_config(os.path.join(source, CONFIG_FILE)))
+    limits.sandbox = sandbox
+    result = grade(path, assignment, limits=limits, trusted_folder=folder)
+    if note:
+        result.problems.append(f"Note: {note}.")
+    print(f"isolation: {result.isolation}")
+    return result
+
+
+def _write_broken(root: str, message: str) -> None:
+    from .files import write_atomic
+
+    data = {"score": 0, "output": message, "tests": [], "stdout_visibility": "hidden"}
     write_atomic(os.path.join(root, "results", "results.json"), json.dumps(data, indent=2))
-    return data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,10 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "run":
-        data = run(os.path.abspath(args.root))
-        print(f"score {data.get('score')}; results in {os.path.join(args.root, 'results', 'results.json')}")
+        result = run(os.path.abspath(args.root))
+        print(f"score {result.score if result else 0}; results in {os.path.join(args.root, 'results', 'results.json')}")
         return 0
-    from assignments.contracts import ASSIGNMENTS
+    from assignments.contracts import ASSIGNMENTS, get_assignment
 
     if args.assignment not in ASSIGNMENTS:
         parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
@@ -283,7 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     print(f"wrote {out}: upload it as the autograder of {args.assignment} on Gradescope "
-          f"(Configure Autograder > Zip file upload)")
+          f"(Configure Autograder > Zip file upload; base image Ubuntu 22.04 or 24.04)")
+    written = get_assignment(args.assignment).written
+    if written:
+        print(f"The autograder gives the {sum(p.points for p in get_assignment(args.assignment).parts):g} code "
+              f"points. For the written answers, enable manual grading in the assignment's settings and "
+              f"add one question each under Edit Outline (rubrics: the solutions notebook's rubric cells):")
+        for w in written:
+            print(f"  {w.name}: {w.points:g} point(s): {w.prompt}")
     return 0
 
 

@@ -1,77 +1,50 @@
-"""Grade one submission: export in one sandboxed worker, judge the artifacts in another.
+"""Grade one submission: export in one sandboxed worker, judge each artifact as it comes.
 
 The grading process never runs student code, nor programs compiled from it:
-1. The export worker (`assignments.export_worker`) runs the submission in the sandbox
+1. The export worker (`graders.sandboxed.export`) runs the submission in the sandbox
    (`graders.sandbox`) and sends back one serialized `jax.export` artifact per hidden case.
-   It never sees input values (except an eagerly graded part's own inputs).
-2. The judges (`assignments.judge_worker`, two side by side), each in a sandbox of its own,
-   compile each artifact on the case's mesh, read the compiled HLO, run it on the hidden
-   inputs this process sends them and compare with the float64 reference. They start at the
-   export's first artifact, so that their start-up overlaps the export.
-This process never loads JAX (only the workers need it).
-Every event from either is validated (`assignments.protocol`); a worker that hangs, dies or
-breaks the protocol costs the case it was on, and the submission's budget bounds the whole.
+   It never sees a hidden input value.
+2. Each artifact goes at once to a judge (`graders.sandboxed.judge`; one or two side by
+   side, each in a sandbox of its own), which compiles it on the case's mesh, reads the
+   compiled HLO, runs it on the hidden inputs this process sends and compares with the
+   float64 reference: compiling overlaps the export's tracing. The judges start at the
+   export's first artifact that needs judging, so their start-up overlaps it too. A verdict
+   judged before (the same artifact, case and inputs) comes from `graders.verdicts`.
+This process never loads JAX (only the workers need it). Every event from either worker is
+validated (`graders.sandboxed.protocol`); a worker that hangs, dies or breaks the protocol
+costs the case it was on (`graders.supervisor`), and the submission's budget bounds the whole.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from assignments.contract import Assignment, CaseResult, Part, case_request
+from assignments.contract import Assignment, Case, CaseResult, Part, case_request
 from assignments.contracts import get_assignment
-from assignments.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, read_event,
-                                  request_text)
 
 from . import verdicts
-from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs
+from .files import NotASubmission, read_submission
+from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs, public_seed
 from .results import PartResult, SubmissionResult
-from .sandbox import (Deadlines, Resources, Slot, choose_isolation, python_command, run_worker, start_worker,
-                      stop_worker)
+from .sandbox import Resources, Slot, choose_isolation, python_command
+from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, job_text,
+                                 read_event, request_text)
+from .settings import DEVICES, Limits
+from .supervisor import Deadlines, JobStream, WorkerProcess, WorkerSetup, run_stream, run_worker
 
-MAX_SUBMISSION_BYTES = 32 * 2**20
-"""A larger file is not run (notebooks with big outputs stay far below this)."""
-JUDGE_COMMAND = python_command("assignments.judge_worker:main")
+log = logging.getLogger(__name__)
+EXPORT_COMMAND = python_command("graders.sandboxed.export:main")
+JUDGE_COMMAND = python_command("graders.sandboxed.judge:main")
 CASE_GRACE = 15.0
 """Seconds past a case's own time limit before the supervisor kills its worker (at most the
 limit itself again): the worker's own alarm should fire first, with a better message."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one grading (every command line takes its defaults from here)."""
-
-    cell_timeout: float = 60.0
-    """Seconds one notebook cell (or a .py module) may run."""
-    case_timeout: float = 60.0
-    """Seconds tracing and exporting one case may take."""
-    stall_timeout: float = 120.0
-    """Seconds the export worker may go without any progress before it is killed."""
-    run_timeout: float = 60.0
-    """Seconds compiling and running one case's program may take."""
-    submission_timeout: float = 900.0
-    """Seconds the whole grading of one submission may take, both workers together."""
-    memory_bytes: int = 8 * 2**30
-    """Address-space limit of each worker process."""
-    tmp_bytes: int = 512 * 2**20
-    """Size of the sandbox's /tmp and of its scratch folder."""
-    max_strikes: int = 2
-    """Cases of one function that may time out or crash before its others are not run."""
-    judges: int = 2
-    """Judge workers compiling a submission's artifacts side by side (one per core helps; a
-    batch already grading one submission per core needs only one)."""
-    sandbox: str = "auto"
-    """"auto" (bubblewrap, refusing to grade without it) or "none" (no isolation at all:
-    only for trusted code, e.g. the kit's own solutions on a machine without bubblewrap)."""
-
-    @property
-    def resources(self) -> Resources:
-        return Resources(memory_bytes=self.memory_bytes, tmp_bytes=self.tmp_bytes,
-                         cpu_seconds=int(2 * self.submission_timeout) + 60)
 
 
 def case_id(part: Part, index: int) -> str:
@@ -89,159 +62,128 @@ def selected_assignment(name: str, only: list[str] | None) -> Assignment:
 
 @dataclass
 class _Job:
+    """One hidden case of one graded function."""
+
     part: Part
     index: int
-    case: object
+    case: Case
     id: str
     seed: int
 
 
-def _read_submission(path: str) -> tuple[str | None, str | None]:
-    """(The submission's text, or None; the problem reading it, or None)."""
-    if not os.path.isfile(path):
-        return None, f"no submission file at {path}"
-    if os.path.getsize(path) > MAX_SUBMISSION_BYTES:
-        return None, (f"the submission is larger than {MAX_SUBMISSION_BYTES // 2**20} MiB; clear "
-                      f"the notebook's outputs (Edit > Clear Outputs of All Cells) and resubmit")
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", errors="replace"), None
+def _jobs(assignment: Assignment, secret: bytes) -> list[_Job]:
+    cases = hidden_cases(assignment)
+    return [_Job(part, i, case, case_id(part, i),
+                 public_seed(assignment.name, part.name, i) if part.eager
+                 else case_seed(assignment.name, part.name, i, secret))
+            for part in assignment.parts for i, case in enumerate(cases[part.name])]
 
 
-def _export(jobs: list[_Job], assignment: Assignment, path: str, text: str, limits: Limits,
-            context: dict, on_result=None):
+def _export_request(jobs: list[_Job], assignment: Assignment, name: str, text: str, limits: Limits):
+    """`request_for(skip)`: the export worker's request line, skipping cases already done."""
     parts = []
     for part in assignment.parts:
         cases = []
         for job in (j for j in jobs if j.part is part):
             request = case_request(part, job.case, job.id)
-            if part.eager:  # called on concrete inputs: they must go in
-                arrays = hidden_inputs(assignment, part, job.case, job.seed)
-                request["inputs"] = [encode_tree(a) for a in arrays]
+            if part.eager:  # called on concrete inputs (public ones: see graders.hidden)
+                request["inputs"] = [encode_tree(a) for a in hidden_inputs(assignment, part, job.case, job.seed)]
             cases.append(request)
         parts.append({"name": part.name, "signature": part.signature, "num_args": len(part.args),
                       "statics": list(part.statics), "eager": part.eager,
                       "takes_mesh": part.takes_mesh, "cases": cases})
 
     def request_for(skip):
-        return request_text("export", submission_name=os.path.basename(path) if path.endswith(
-            ".ipynb") else "submission.py", submission_text=text, devices=8,
-            cell_timeout=limits.cell_timeout, case_timeout=limits.case_timeout, parts=parts, skip=skip)
+        return request_text("export", submission_name=name, submission_text=text, devices=DEVICES,
+                            cell_timeout=limits.cell_timeout, case_timeout=limits.case_timeout,
+                            parts=parts, skip=skip)
 
-    deadlines = Deadlines(stall=limits.stall_timeout,
-                          case=limits.case_timeout + min(CASE_GRACE, limits.case_timeout),
-                          end=context["end"])
-    return run_worker(python_command("assignments.export_worker:main"), request_for,
-                      [j.id for j in jobs], kind="export", deadlines=deadlines, on_result=on_result,
-                      **context["worker"])
+    return request_for
 
 
-def _judge(jobs: list[_Job], exports: dict, assignment: Assignment, limits: Limits,
-           context: dict) -> tuple[dict, list]:
-    """Judge every exported case: (case id -> validated judge event, the judge's events).
-    Cases judged before (the same artifact, case and inputs) come from `graders.verdicts`."""
-    results, requests, keys = {}, [], {}
-    for job in jobs:
-        export = exports[job.id]
+class JudgePool:
+    """The judges of one grading, fed each artifact as the export produces it.
+
+    `submit(job, export_event)` gives a verdict from the cache, or queues the case for a
+    judge: cases of one function on one mesh go to the same judge (they share compiled
+    programs), new ones to the judge with the least work. The judges start at the first
+    case that needs one; `finish()` closes their queues and waits for their verdicts."""
+
+    def __init__(self, assignment: Assignment, limits: Limits, setup: WorkerSetup, end: float,
+                 count: int, stack: ExitStack):
+        self.assignment, self.setup, self.stack, self.count = assignment, setup, stack, count
+        self.deadlines = Deadlines(stall=limits.run_timeout + CASE_GRACE, case=limits.run_timeout, end=end)
+        self.results: dict[str, dict] = {}
+        self.events: list[dict] = []
+        self.keys: dict[str, str] = {}
+        self.streams: list[JobStream] = []
+        self.threads: list[threading.Thread] = []
+        self.load: list[int] = []
+        self.affinity: dict[tuple, int] = {}
+        self.lock = threading.Lock()
+
+    def submit(self, job: _Job, export: dict) -> None:
         if not job.part.eager:
-            keys[job.id] = _verdict_key(assignment, job, export["artifact"])
-            hit = verdicts.load(keys[job.id])
-            if hit is not None:
-                try:
-                    line = json.dumps({**hit, "event": "case", "id": job.id}).encode()
-                    results[job.id] = read_event(line, {job.id}, "judge")
-                    continue
-                except ProtocolError:
-                    pass  # a stale or damaged entry: judge again
-        requests.append(_judge_request(job, export, assignment))
-    if not requests:
-        return results, []
-    deadlines = Deadlines(stall=limits.run_timeout + CASE_GRACE, case=limits.run_timeout,
-                          end=context["end"])
-    shares = _shares(requests, max(1, limits.judges))
-    started = context["judges"].take(len(shares))
+            self.keys[job.id] = verdicts.key(self.assignment.name, job.part.name, job.case.to_json(),
+                                             job.seed, export["artifact"])
+            hit = verdicts.load(self.keys[job.id])
+            if hit is not None and (event := _cached_event(hit, job.id)) is not None:
+                self.results[job.id] = event
+                return
+        self._start()
+        group = (job.part.name, tuple(job.case.mesh))
+        judge = self.affinity.setdefault(group, min(range(len(self.streams)), key=self.load.__getitem__))
+        self.load[judge] += 1
+        self.streams[judge].put(job.id, job_text(_judge_job(job, export, self.assignment)))
 
-    def judge_share(share, ready):  # each judge with a uid of its own: sweeping one spares the other
-        if ready is not None:
-            uid, proc = ready
-            return _run_judge(share, assignment, deadlines, {**context["worker"], "uid": uid}, proc)
-        with Slot() as slot:
-            return _run_judge(share, assignment, deadlines, {**context["worker"], "uid": slot.uid})
-
-    with ThreadPoolExecutor(len(shares)) as pool:
-        runs = list(pool.map(judge_share, shares, started))
-    events = []
-    for run in runs:
-        for case_id_, event in run.results.items():
-            if "values_ok" in event and case_id_ in keys:  # a verdict, not a timeout or a crash
-                verdicts.store(keys[case_id_], {
-                    "values_ok": event["values_ok"], "rule_ok": event["rule_ok"],
-                    "problems": event["problems"],
-                    "analysis": None if event["analysis"] is None else event["analysis"].to_json()})
-        results.update(run.results)
-        events += run.events
-    return results, events
-
-
-def _shares(requests: list[dict], n: int) -> list[list[dict]]:
-    """`requests` split among `n` judges, each function's cases on one mesh kept together
-    (cases that differ only in their input values share a compiled program), balancing the
-    number of cases."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in requests:
-        groups.setdefault((r["part"], tuple(r["case"]["mesh"])), []).append(r)
-    shares: list[list[dict]] = [[] for _ in range(min(n, len(groups)))]
-    for group in sorted(groups.values(), key=len, reverse=True):
-        min(shares, key=len).extend(group)
-    return shares
-
-
-def _run_judge(requests: list[dict], assignment: Assignment, deadlines: Deadlines, worker: dict,
-               started=None):
-    def request_for(skip):
-        return request_text("judge", assignment=assignment.name, jobs=requests, skip=skip)
-
-    return run_worker(JUDGE_COMMAND, request_for, [r["id"] for r in requests], kind="judge",
-                      deadlines=deadlines, started=started, **worker)
-
-
-class _EarlyJudges:
-    """Judge workers started while the export still runs (at its first artifact), each on a
-    uid of its own: their Python, JAX and device start-up overlaps the export instead of
-    following it. Those not needed in the end are stopped when the grading ends."""
-
-    def __init__(self, count: int, worker: dict):
-        self.count, self.worker = count, worker
-        self.stack = ExitStack()
-        self.ready: list[tuple[int | None, object]] = []
-        self.started = False
-
-    def start(self) -> None:
-        if self.started:
+    def _start(self) -> None:
+        if self.streams:
             return
-        self.started = True
-        try:
-            for _ in range(self.count):
-                uid = self.stack.enter_context(Slot()).uid
-                proc = start_worker(JUDGE_COMMAND, resources=self.worker["resources"],
-                                    isolation=self.worker["isolation"], uid=uid, cwd=self.worker["cwd"])
-                self.stack.callback(stop_worker, proc, uid)  # runs before the slot's sweep
-                self.ready.append((uid, proc))
-        except (OSError, RuntimeError):
-            pass  # no slot or process to spare now: the judges start after the export instead
+        header = request_text("judge", assignment=self.assignment.name)
+        for _ in range(self.count):
+            uid = self.stack.enter_context(Slot()).uid  # each judge a uid of its own: a sweep spares the others
+            setup = dataclasses.replace(self.setup, uid=uid)
+            started = WorkerProcess(JUDGE_COMMAND, setup)  # its JAX start-up overlaps the export
+            stream = JobStream()
+            thread = threading.Thread(target=self._judge, args=(header, stream, setup, started), daemon=True)
+            self.streams.append(stream)
+            self.load.append(0)
+            self.threads.append(thread)
+            thread.start()
+        log.debug("started %d judge(s)", self.count)
 
-    def take(self, n: int) -> list:
-        """Up to `n` started judges (None where there is none), each handed out once."""
-        taken, self.ready = self.ready[:n], self.ready[n:]
-        return taken + [None] * (n - len(taken))
+    def _judge(self, header: str, stream: JobStream, setup: WorkerSetup, started: WorkerProcess) -> None:
+        run = run_stream(JUDGE_COMMAND, header, stream, kind="judge", deadlines=self.deadlines,
+                         setup=setup, started=started)
+        with self.lock:
+            self.results.update(run.results)
+            self.events += run.events
+        for case, event in run.results.items():
+            if case in self.keys and "values_ok" in event:
+                verdicts.store(self.keys[case], _stored(event))
 
-    def __enter__(self) -> "_EarlyJudges":
-        return self
+    def finish(self) -> None:
+        for stream in self.streams:
+            stream.close()
+        for thread in self.threads:
+            thread.join()
 
-    def __exit__(self, *exc) -> None:
-        self.stack.close()
+
+def _stored(event: dict) -> dict:
+    return {"values_ok": event["values_ok"], "rule_ok": event["rule_ok"], "problems": event["problems"],
+            "ran": event.get("ran", False),
+            "analysis": None if event["analysis"] is None else event["analysis"].to_json()}
 
 
-def _judge_request(job: _Job, export: dict, assignment: Assignment) -> dict:
+def _cached_event(hit: dict, job_id: str) -> dict | None:
+    """A cached verdict as a validated judge event (None for a stale or damaged entry)."""
+    try:
+        return read_event(json.dumps({**hit, "event": "case", "id": job_id}).encode(), {job_id}, "judge")
+    except ProtocolError:
+        return None
+
+
+def _judge_job(job: _Job, export: dict, assignment: Assignment) -> dict:
     arrays = hidden_inputs(assignment, job.part, job.case, job.seed)
     request = {"id": job.id, "part": job.part.name, "case": job.case.to_json(),
                "inputs": [encode_tree(a) for a in arrays]}
@@ -255,76 +197,87 @@ def _judge_request(job: _Job, export: dict, assignment: Assignment) -> dict:
     return request
 
 
-def _case_result(job: _Job, event: dict) -> CaseResult:
-    if "values_ok" in event:
-        return CaseResult(job.case, event["values_ok"], event["rule_ok"], event["problems"],
-                          event["analysis"])
-    return CaseResult.failed(job.case, f"running the compiled program: {event.get('message')}")
-
-
-def grade_submission(submission: str, assignment_name: str, *, limits: Limits = Limits(),
+def grade_submission(submission: str, assignment_name: str, *, limits: Limits | None = None,
                      secret: bytes | None = None, only: list[str] | None = None,
-                     keep_artifacts: str | None = None) -> SubmissionResult:
+                     keep_artifacts: str | None = None, concurrent: int = 1,
+                     trusted_folder: str | None = None) -> SubmissionResult:
     """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases (the
     cases only: `graders.run.grade` adds the custom checks of the pytest graders).
 
-    With `keep_artifacts`, the exported artifacts (`<function>__<case>.jaxexport`) are also
-    written into that folder (e.g. for `graders.distributed`)."""
+    The file is read only if it is a regular file reached without links (from
+    `trusted_folder` down, when given). With `keep_artifacts`, the exported artifacts
+    (`<function>__<case>.jaxexport`) are also written into that folder (for
+    `graders.distributed`). `concurrent`: gradings sharing this machine (sizes the judges)."""
+    limits = limits or Limits()
     isolation = choose_isolation(limits.sandbox)
     assignment = selected_assignment(assignment_name, only)
-    secret = grading_secret() if secret is None else secret
-    cases = hidden_cases(assignment)
-    jobs = [_Job(part, i, case, case_id(part, i), case_seed(assignment.name, part.name, i, secret))
-            for part in assignment.parts for i, case in enumerate(cases[part.name])]
+    jobs = _jobs(assignment, grading_secret() if secret is None else secret)
+    try:
+        text, problems = read_submission(submission, trusted_folder).decode("utf-8", errors="replace"), []
+    except NotASubmission as e:
+        text, problems = None, [str(e)]
     timings: dict[str, float] = {}
-    text, problem = _read_submission(submission)
-    problems = [problem] if problem else []
-    with Slot() as slot, tempfile.TemporaryDirectory(prefix="grade-") as work:
-        worker = {"resources": limits.resources, "isolation": isolation, "uid": slot.uid,
-                  "function_of": {j.id: j.part.name for j in jobs},
-                  "max_strikes": limits.max_strikes, "cwd": work}
-        with _EarlyJudges(max(1, limits.judges), worker) as judges:
-            context = {"end": time.monotonic() + limits.submission_timeout, "worker": worker,
-                       "judges": judges}
-            started = time.perf_counter()
-            exports = {}
-            if text is not None:
-                run = _export(jobs, assignment, submission, text, limits, context,
-                              on_result=_start_judges_when_needed(jobs, assignment, judges))
-                exports = run.results
-                problems += _collect(run.events, timings)
-            timings["export (all)"] = time.perf_counter() - started
-            results, ready = _exported(jobs, exports, problem, keep_artifacts)
-            if ready:
-                started = time.perf_counter()
-                judged_cases, events = _judge(ready, exports, assignment, limits, context)
-                results.update({job.id: _case_result(job, judged_cases[job.id]) for job in ready})
-                _collect(events, timings)
-                timings["judge (all)"] = time.perf_counter() - started
+    results: dict[str, CaseResult] = {}
+    with ExitStack() as stack:
+        slot = stack.enter_context(Slot())
+        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-"))
+        setup = WorkerSetup(Resources.of(limits), isolation, slot.uid, work,
+                            {j.id: j.part.name for j in jobs}, limits.max_strikes)
+        end = time.monotonic() + limits.submission_timeout
+        judges = JudgePool(assignment, limits, setup, end, limits.judges_for(concurrent), stack)
+        if text is not None:
+            problems += _export_and_judge(jobs, assignment, submission, text, limits, setup, end,
+                                          judges, results, timings, keep_artifacts)
+        for job in jobs:
+            results.setdefault(job.id, CaseResult.failed(job.case, problems[0] if problems else "no artifact"))
     return _submission_result(assignment, submission, jobs, results, problems, timings, isolation)
 
 
-def _start_judges_when_needed(jobs: list[_Job], assignment: Assignment, judges: _EarlyJudges):
-    """The export's `on_result`: start the judges at the first case that will need one (an
-    eager part's report, or an artifact whose verdict is not cached)."""
+def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, judges: JudgePool,
+                      results: dict, timings: dict, keep_artifacts) -> list[str]:
+    """Export every case; judge each artifact as it comes; fill `results`; return problems."""
     by_id = {job.id: job for job in jobs}
 
     def on_result(event: dict) -> None:
-        if judges.started or event["status"] != "ok":
+        job = by_id[event["id"]]
+        if event["status"] != "ok":
+            results[job.id] = CaseResult.failed(job.case, event["message"] or "no artifact was produced")
             return
-        job, artifact = by_id[event["id"]], event.get("artifact")
-        if artifact is None or verdicts.load(_verdict_key(assignment, job, artifact)) is None:
-            judges.start()
+        if keep_artifacts and "artifact" in event:
+            os.makedirs(keep_artifacts, exist_ok=True)
+            with open(os.path.join(keep_artifacts, f"{job.id}.jaxexport"), "wb") as f:
+                f.write(event["artifact"])
+        judges.submit(job, event)
 
-    return on_result
+    started = time.perf_counter()
+    name = os.path.basename(submission) if submission.endswith(".ipynb") else "submission.py"
+    deadlines = Deadlines(stall=limits.stall_timeout, end=end,
+                          case=limits.case_timeout + min(CASE_GRACE, limits.case_timeout))
+    try:
+        run = run_worker(EXPORT_COMMAND, _export_request(jobs, assignment, name, text, limits),
+                         [j.id for j in jobs], kind="export", deadlines=deadlines, setup=setup,
+                         on_result=on_result)
+    finally:
+        timings["export (all)"] = time.perf_counter() - started
+        judges.finish()
+    for case, event in run.results.items():  # cases the export never answered itself
+        if case not in results and event["status"] != "ok" and case not in judges.results:
+            results[case] = CaseResult.failed(by_id[case].case, event["message"])
+    for case, event in judges.results.items():
+        results[case] = _case_result(by_id[case], event)
+    timings["export and judge (all)"] = time.perf_counter() - started
+    return _collect(run.events + judges.events, timings)
 
 
-def _verdict_key(assignment: Assignment, job: _Job, artifact: bytes) -> str:
-    return verdicts.key(assignment.name, job.part.name, job.case.to_json(), job.seed, artifact)
+def _case_result(job: _Job, event: dict) -> CaseResult:
+    if event.get("status") == "error":  # the supervisor's: the judge never answered
+        return CaseResult.failed(job.case, f"running the compiled program: {event['message']}")
+    return CaseResult(job.case, event["values_ok"], event["rule_ok"], event["problems"],
+                      event["analysis"], ran=event["ran"])
 
 
 def _collect(events: list[dict], timings: dict) -> list[str]:
-    """Add a worker's reported timings to `timings`; return the problems it reported."""
+    """Add the workers' reported timings to `timings`; return the problems they reported."""
     problems = []
     for event in events:
         if event["event"] == "loaded":
@@ -338,22 +291,6 @@ def _collect(events: list[dict], timings: dict) -> list[str]:
     return problems
 
 
-def _exported(jobs: list[_Job], exports: dict, problem: str | None, keep_artifacts: str | None):
-    """(Results of the cases that produced no artifact, the jobs ready to be judged)."""
-    results, ready = {}, []
-    for job in jobs:
-        export = exports.get(job.id) or {"status": "error", "message": problem or "no artifact was produced"}
-        if export["status"] != "ok":
-            results[job.id] = CaseResult.failed(job.case, export["message"] or "no artifact was produced")
-            continue
-        ready.append(job)
-        if keep_artifacts and "artifact" in export:
-            os.makedirs(keep_artifacts, exist_ok=True)
-            with open(os.path.join(keep_artifacts, f"{job.id}.jaxexport"), "wb") as f:
-                f.write(export["artifact"])
-    return results, ready
-
-
 def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):
     parts = [PartResult(part.name, part.points, [results[j.id] for j in jobs if j.part is part])
              for part in assignment.parts]
@@ -363,35 +300,3 @@ def _submission_result(assignment, submission, jobs, results, problems, timings,
                 p.note = "while running your submission: " + "; ".join(problems)
     return SubmissionResult(assignment.name, os.path.basename(submission), parts, problems, timings,
                             isolation=isolation.note)
-
-
-def add_limit_arguments(parser) -> None:
-    """Command-line options for every `Limits` field a grader may want to change."""
-    defaults = Limits()
-    for name in ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout"):
-        value = getattr(defaults, name)
-        parser.add_argument("--" + name.replace("_", "-"), type=float, default=value,
-                            help=f"seconds (default {value:g})")
-    parser.add_argument("--judges", type=int, default=defaults.judges,
-                        help=f"judge workers side by side (default {defaults.judges})")
-    parser.add_argument("--memory-gib", type=float, default=defaults.memory_bytes / 2**30,
-                        help=f"address space per worker process (default {defaults.memory_bytes / 2**30:g})")
-    parser.add_argument("--unsandboxed", action="store_true",
-                        help="run student code WITHOUT isolation (only for code you trust, on a "
-                             "machine where bubblewrap cannot run); results.json records it")
-
-
-def limits_from_args(args) -> Limits:
-    return Limits(cell_timeout=args.cell_timeout, case_timeout=args.case_timeout,
-                  stall_timeout=args.stall_timeout, run_timeout=args.run_timeout,
-                  submission_timeout=args.submission_timeout, judges=args.judges,
-                  memory_bytes=int(args.memory_gib * 2**30),
-                  sandbox="none" if args.unsandboxed else "auto")
-
-
-def limit_options(limits: Limits) -> list[str]:
-    """`limits` as command-line options (the inverse of `limits_from_args`)."""
-    options = [f"--{name.replace('_', '-')}={getattr(limits, name)}" for name in
-               ("cell_timeout", "case_timeout", "stall_timeout", "run_timeout", "submission_timeout")]
-    options += [f"--memory-gib={limits.memory_bytes / 2**30}", f"--judges={limits.judges}"]
-    return options + (["--unsandboxed"] if limits.sandbox == "none" else [])

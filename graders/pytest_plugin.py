@@ -17,7 +17,6 @@ Gradescope like the cases do (`graders.results.Check`).
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -61,28 +60,41 @@ def case_tests(assignment: str) -> dict:
 
 
 class Grading:
-    """The session's grading: one sandboxed run per assignment, of the functions selected."""
+    """The session's grading: one sandboxed run per assignment, of the functions selected.
+    What to grade, and with which limits, comes from `graders.run.grade` (a `GradingRequest`
+    plugin object) or, on pytest's own command line, from `--submission` and the limit flags."""
 
     def __init__(self, config):
         self.config = config
+        from .run import GradingRequest
+
+        self.request = next((p for p in config.pluginmanager.get_plugins()
+                             if isinstance(p, GradingRequest)), None)
         self.needed: dict[str, set[str]] = {}
         self.results: dict[str, SubmissionResult] = {}
         self.checks: list[Check] = []
 
     def submission(self, assignment: str) -> SubmissionResult:
         if assignment not in self.results:
-            from .harness import grade_submission, limits_from_args
-
-            path = self.config.getoption("submission")
-            if not path:
-                raise pytest.UsageError("the hidden graders need --submission PATH (a notebook or .py)")
             from assignments.contracts import get_assignment
+
+            from .harness import grade_submission
 
             parts = [p.name for p in get_assignment(assignment).parts]
             only = [name for name in parts if name in self.needed.get(assignment, ())]
-            self.results[assignment] = grade_submission(
-                path, assignment, limits=limits_from_args(self.config.option),
-                only=None if len(only) == len(parts) else only)
+            only = None if len(only) == len(parts) else only
+            if self.request is not None:
+                r = self.request
+                result = grade_submission(r.submission, assignment, limits=r.limits, only=only,
+                                          concurrent=r.concurrent, trusted_folder=r.trusted_folder)
+            else:
+                from .settings import from_arguments
+
+                path = self.config.getoption("submission")
+                if not path:
+                    raise pytest.UsageError("the hidden graders need --submission PATH (a notebook or .py)")
+                result = grade_submission(path, assignment, limits=from_arguments(self.config.option), only=only)
+            self.results[assignment] = result
         return self.results[assignment]
 
 
@@ -93,14 +105,14 @@ def pytest_addoption(parser):
     group.addoption("--only", action="append", default=[], metavar="FUNCTION",
                     help="grade only this graded function, with its custom checks (repeatable); "
                          "unlike -k, never a function whose name merely contains it")
-    from .harness import add_limit_arguments
+    from .settings import add_arguments
 
     class Adder:  # argparse-style add_argument onto the pytest group
         @staticmethod
         def add_argument(*names, **kwargs):
             group.addoption(*names, **kwargs)
 
-    add_limit_arguments(Adder)
+    add_arguments(Adder)
 
 
 def pytest_configure(config):
@@ -177,17 +189,20 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fold the custom checks into their functions' results and write results.json."""
+    """Fold the custom checks into their functions' results; hand the result to
+    `graders.run.grade`, or write results.json (`--results`)."""
     grading = session.config.stash[GRADING]
     for result in grading.results.values():
         for check in grading.checks:
             if any(p.name == check.part for p in result.parts):
                 result.part(check.part).checks.append(check)
+    if grading.request is not None and grading.results:
+        (grading.request.result,) = grading.results.values()
     path = session.config.getoption("results")
     if path and grading.results:
-        from .batch import write_atomic
+        from .results import write_results
 
         (result,) = grading.results.values()
-        write_atomic(path, json.dumps(result.to_gradescope(), indent=2))
+        write_results(path, result)
     if exitstatus == pytest.ExitCode.TESTS_FAILED and os.environ.get("KIT_GRADERS_EXIT_ZERO"):
         session.exitstatus = pytest.ExitCode.OK  # failing cases are a grade, not an error

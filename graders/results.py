@@ -1,25 +1,42 @@
-"""Grading results: small dataclasses, with the text and Gradescope views made from them."""
+"""Grading results: small dataclasses, one object from the grader to every consumer.
+
+`SubmissionResult` is what a grading makes; it crosses every process boundary as itself:
+`write_results` puts it in `results.json` (Gradescope's format, with the whole object, versioned,
+under `extra_data.kit`), and `read_results` gives the same object back, for the batch, nbgrader,
+Gradescope, the demo and the class report. A submission that could not be graded at all is a
+`SubmissionResult` too, with its `failure` set (like Otter's catastrophic error): one shape
+everywhere.
+"""
 from __future__ import annotations
 
 import dataclasses
+import json
 
-from assignments.contract import CaseResult
+from assignments.contract import Case, CaseResult
 
+VERSION = 1
+"""Bumped whenever the JSON form changes shape; `read_results` refuses another version."""
 VALUES_WEIGHT = 0.5
 """Share of a part's points for right values (shape, dtype, sharding, numbers) per case;
 the rest is for meeting the communication rule, counted only where the values are right."""
-
-
 MAX_CASES_SHOWN = 4
 """Failing cases listed in a part's output; the rest are counted."""
-MAX_PROBLEM_CHARS = 600
+MAX_PROBLEM_CHARS = 1200
 """Characters of one problem shown (messages quote student code and errors)."""
-MAX_OUTPUT_CHARS = 4000
+MAX_OUTPUT_CHARS = 6000
 """Characters of one part's output: feedback has a bounded size whatever a submission does."""
 
 
-def _bounded(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 20] + " ... (cut)"
+class ResultsUnreadable(ValueError):
+    """A results.json that is missing, damaged, or of another version."""
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, at a word boundary, saying so."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 30].rsplit(" ", 1)[0]
+    return cut + f" ... ({len(text) - len(cut)} more characters cut)"
 
 
 @dataclasses.dataclass
@@ -69,34 +86,58 @@ class PartResult:
         """The first thing that went wrong (for gradebook summaries), or ""."""
         if self.note:
             return self.note
-        failed_checks = [c for c in self.checks if not c.passed]
         failing = [c for c in self.cases if not c.passed]
         if failing:
             return "; ".join(failing[0].problems)
+        failed_checks = [c for c in self.checks if not c.passed]
         return f"check {failed_checks[0].name}: {failed_checks[0].message}" if failed_checks else ""
 
     @property
     def output(self) -> str:
         """What the student may read: which cases failed and why (no hidden inputs)."""
         if not self.cases:  # never graded: the note says why
-            return _bounded(f"{self.name}: 0/{self.max_score:g} points: {self.note}", MAX_OUTPUT_CHARS)
+            return bounded(f"{self.name}: 0/{self.max_score:g} points: {self.note}", MAX_OUTPUT_CHARS)
         ok = sum(c.passed for c in self.cases)
         values = sum(c.values_ok for c in self.cases)
         rule = sum(c.values_ok and c.rule_ok for c in self.cases)
         lines = [f"{self.name}: {self.score:g}/{self.max_score:g} points; {ok} of {len(self.cases)} "
                  f"cases fully right (values right in {values}, values and communication right in {rule})."]
         if self.note:
-            lines.append("  note: " + _bounded(self.note, MAX_PROBLEM_CHARS))
+            lines.append("  note: " + bounded(self.note, MAX_PROBLEM_CHARS))
         for check in self.checks:
             if not check.passed:
                 lines.append(f"  - check {check.name} ({check.points:g} point(s)): "
-                             + _bounded(f"{check.description} {check.message}".strip(), MAX_PROBLEM_CHARS))
+                             + bounded(f"{check.description} {check.message}".strip(), MAX_PROBLEM_CHARS))
         failing = [c for c in self.cases if not c.passed]
         for c in failing[:MAX_CASES_SHOWN]:
-            lines.append(f"  - [{c.case.label}] " + _bounded("; ".join(c.problems), MAX_PROBLEM_CHARS))
+            lines.append(f"  - [{c.case.label}] " + bounded("; ".join(c.problems), MAX_PROBLEM_CHARS))
         if len(failing) > MAX_CASES_SHOWN:
             lines.append(f"  - ... and {len(failing) - MAX_CASES_SHOWN} more failing case(s)")
-        return _bounded("\n".join(lines), MAX_OUTPUT_CHARS)
+        return bounded("\n".join(lines), MAX_OUTPUT_CHARS)
+
+
+@dataclasses.dataclass
+class Failure:
+    """Why a submission could not be graded at all (every function then scores 0)."""
+
+    message: str
+    graders_fault: bool
+    """True: the graders failed (rerun them); False: the submission itself (e.g. no file, or
+    a link instead of a file)."""
+
+
+@dataclasses.dataclass
+class Provenance:
+    """Which file was graded, for whom (the batch's bookkeeping; empty for a single run)."""
+
+    student: str = ""
+    path: str = ""
+    sha256: str = ""
+    note: str = ""
+    """Why this file was chosen, when there was a choice."""
+    graded_at: str = ""
+    only: list[str] | None = None
+    """The functions graded, when not all."""
 
 
 @dataclasses.dataclass
@@ -112,15 +153,21 @@ class SubmissionResult:
     """Seconds spent per phase (export, compile, run, ...)."""
     isolation: str = ""
     """Which sandbox the submission's code ran in (`graders.sandbox.Isolation.note`)."""
+    failure: Failure | None = None
+    """Set when the submission could not be graded at all."""
+    provenance: Provenance = dataclasses.field(default_factory=Provenance)
+    execution_time: float = 0.0
+    """Seconds the whole grading took, as its caller measured it."""
 
     @classmethod
-    def failed(cls, assignment: str, submission: str, message: str) -> "SubmissionResult":
-        """Zero for every graded function, each saying `message` (the submission could not
-        be graded at all)."""
+    def failed(cls, assignment: str, submission: str, message: str, *, graders_fault: bool,
+               only: list[str] | None = None) -> "SubmissionResult":
+        """Zero for every graded function, each saying `message`."""
         from assignments.contracts import get_assignment
 
-        parts = [PartResult(p.name, p.points, [], note=message) for p in get_assignment(assignment).parts]
-        return cls(assignment, submission, parts, [message])
+        parts = [PartResult(p.name, p.points, [], note=message)
+                 for p in get_assignment(assignment).parts if not only or p.name in only]
+        return cls(assignment, submission, parts, [message], failure=Failure(message, graders_fault))
 
     @property
     def score(self) -> float:
@@ -133,29 +180,95 @@ class SubmissionResult:
     def part(self, name: str) -> PartResult:
         return next(p for p in self.parts if p.name == name)
 
-    def to_gradescope(self) -> dict:
-        extra = ("\n\nWhile running your submission: " +
-                 _bounded("; ".join(self.problems), MAX_OUTPUT_CHARS)) if self.problems else ""
-        return {
-            "score": self.score,
-            "output": f"{self.assignment}: {self.score:g}/{self.max_score:g} points from the hidden "
-                      f"graders (written answers are graded by hand).{extra}",
-            "tests": [
-                {"name": p.name, "score": p.score, "max_score": p.max_score,
-                 "status": "passed" if p.passed else "failed", "output": p.output,
-                 "extra_data": {"first_problem": _bounded(p.first_problem, MAX_PROBLEM_CHARS)}}
-                for p in self.parts
-            ],
-            "extra_data": {"isolation": self.isolation,
-                           "timings": {k: round(v, 3) for k, v in self.timings.items()}},
-        }
-
     def to_text(self) -> str:
         lines = [f"{self.assignment} — {self.submission}",
                  f"score: {self.score:g} / {self.max_score:g} (auto-graded parts)"]
         for problem in self.problems:
-            lines.append("! " + _bounded(problem, MAX_PROBLEM_CHARS))
+            lines.append("! " + bounded(problem, MAX_PROBLEM_CHARS))
         if self.isolation:
             lines.append(f"isolation: {self.isolation}")
         lines += ["", *(p.output for p in self.parts)]
         return "\n".join(lines)
+
+    def to_gradescope(self, visibility: dict[str, str] | None = None) -> dict:
+        """Gradescope's results.json fields (what a student may read is in `output`)."""
+        extra = ("\n\nWhile running your submission: " +
+                 bounded("; ".join(self.problems), MAX_OUTPUT_CHARS)) if self.problems else ""
+        tests = []
+        for p in self.parts:
+            test = {"name": p.name, "score": p.score, "max_score": p.max_score,
+                    "status": "passed" if p.passed else "failed", "output": p.output}
+            if visibility is not None:
+                test["visibility"] = visibility.get(p.name, "visible")
+            tests.append(test)
+        return {"score": self.score, "execution_time": round(self.execution_time, 2),
+                "stdout_visibility": "hidden",  # grading logs are for the instructor
+                "output": f"{self.assignment}: {self.score:g}/{self.max_score:g} points from the hidden "
+                          f"graders (written answers are graded by hand).{extra}",
+                "tests": tests}
+
+    def to_json(self) -> dict:
+        """The whole object as JSON (`from_json` reads it back)."""
+        data = dataclasses.asdict(self)
+        for part, original in zip(data["parts"], self.parts):
+            part["cases"] = [_case_to_json(c) for c in original.cases]
+        return {"version": VERSION, **data}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "SubmissionResult":
+        if not isinstance(data, dict) or data.get("version") != VERSION:
+            raise ResultsUnreadable(f"results of another version ({data.get('version') if isinstance(data, dict) else '?'}); "
+                                    f"this kit reads version {VERSION}: regrade")
+        try:
+            parts = [PartResult(p["name"], float(p["max_score"]), [_case_from_json(c) for c in p["cases"]],
+                                p.get("note", ""), [Check(**c) for c in p.get("checks", [])])
+                     for p in data["parts"]]
+            failure = Failure(**data["failure"]) if data.get("failure") else None
+            return cls(data["assignment"], data["submission"], parts, list(data.get("problems", [])),
+                       dict(data.get("timings", {})), data.get("isolation", ""), failure,
+                       Provenance(**data.get("provenance", {})), float(data.get("execution_time", 0.0)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ResultsUnreadable(f"damaged results ({type(e).__name__}: {e})") from None
+
+
+def _case_to_json(c: CaseResult) -> dict:
+    return {"case": c.case.to_json(), "values_ok": c.values_ok, "rule_ok": c.rule_ok,
+            "problems": list(c.problems), "ran": c.ran,
+            "analysis": None if c.analysis is None else c.analysis.to_json()}
+
+
+def _case_from_json(data: dict) -> CaseResult:
+    from assignments.hlo import ProgramAnalysis
+
+    case = Case(tuple(data["case"]["mesh"]), dict(data["case"]["sizes"]), dict(data["case"]["statics"]))
+    analysis = None if data.get("analysis") is None else ProgramAnalysis.from_json(data["analysis"])
+    return CaseResult(case, bool(data["values_ok"]), bool(data["rule_ok"]), list(data["problems"]),
+                      analysis, ran=bool(data.get("ran", True)))
+
+
+# --- on disk -------------------------------------------------------------------------------
+
+
+def write_results(path: str, result: SubmissionResult, visibility: dict[str, str] | None = None) -> None:
+    """`result` as `results.json` at `path`, atomically: Gradescope's fields, and the whole
+    object under `extra_data.kit`."""
+    from .files import write_atomic
+
+    data = result.to_gradescope(visibility)
+    data["extra_data"] = {"kit": result.to_json()}
+    write_atomic(path, json.dumps(data, indent=1))
+
+
+def read_results(path: str) -> SubmissionResult:
+    """The `SubmissionResult` a `results.json` holds; `ResultsUnreadable` if it holds none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ResultsUnreadable(f"no results at {path}") from None
+    except (OSError, ValueError) as e:
+        raise ResultsUnreadable(f"{path} is not readable JSON ({e})") from None
+    kit = (data.get("extra_data") or {}).get("kit") if isinstance(data, dict) else None
+    if kit is None:
+        raise ResultsUnreadable(f"{path} was not written by the kit's graders")
+    return SubmissionResult.from_json(kit)

@@ -1,45 +1,49 @@
 """Grade a submission through the hidden pytest graders: the one path every command takes.
 
-`python -m graders`, `graders.batch` (through it), nbgrader's `FillGradeCells` (through it)
-and the Gradescope bundle all call `grade`, which runs `graders/test_<assignment>.py` with
-pytest in this process (student code still runs only in the sandbox), so custom checks count
-the same everywhere.
+`python -m graders`, `graders.batch` (through it), nbgrader's `FillGradeCells` and the
+Gradescope bundle all call `grade`, which runs `graders/test_<assignment>.py` with pytest in
+this process (student code still runs only in the sandbox), so custom checks count the same
+everywhere. The grading's settings travel to the pytest plugin as an object.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from .harness import Limits, limit_options
 from .results import SubmissionResult
+from .settings import Limits
 
 GRADERS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-class _Collector:
-    """A pytest plugin that keeps the session's result."""
-
-    def __init__(self):
-        self.result: SubmissionResult | None = None
-
-    def pytest_sessionfinish(self, session):
-        from .pytest_plugin import GRADING
-
-        results = session.config.stash[GRADING].results
-        self.result = next(iter(results.values()), None)
+class GradersDidNotRun(RuntimeError):
+    """pytest could not run the hidden graders (a broken graders module, a missing one)."""
 
 
-def grade(submission: str, assignment: str, *, limits: Limits = Limits(),
-          only: list[str] | None = None) -> SubmissionResult:
-    """Grade one submission with `graders/test_<assignment>.py` (its cases and custom checks)."""
+@dataclass(eq=False)  # a pytest plugin: hashed by identity
+class GradingRequest:
+    """What `grade` asks the pytest plugin (`graders.pytest_plugin`) to grade, and how; the
+    plugin puts the session's result back in `result`."""
+
+    submission: str
+    limits: Limits
+    concurrent: int = 1
+    trusted_folder: str | None = None
+    result: SubmissionResult | None = None
+
+
+def grade(submission: str, assignment: str, *, limits: Limits | None = None, only: list[str] | None = None,
+          concurrent: int = 1, trusted_folder: str | None = None) -> SubmissionResult:
+    """Grade one submission with `graders/test_<assignment>.py` (its cases and custom checks).
+    `concurrent`: gradings sharing this machine; `trusted_folder`: where the file must be
+    reached from without links (see `graders.files.read_submission`)."""
     import pytest
 
     module = os.path.join(GRADERS_DIR, f"test_{assignment}.py")
-    args = [module, f"--submission={os.path.abspath(submission)}", "-o", "addopts=", "-p", "no:cacheprovider",
-            "-p", "no:terminal", f"--rootdir={os.path.dirname(GRADERS_DIR)}", *limit_options(limits)]
-    for name in only or ():
-        args.append(f"--only={name}")
-    collector = _Collector()
-    code = pytest.main(args, plugins=[collector])
-    if collector.result is None:
-        raise RuntimeError(f"the pytest graders did not run ({module}: pytest exit code {code})")
-    return collector.result
+    request = GradingRequest(os.path.abspath(submission), limits or Limits(), concurrent, trusted_folder)
+    args = [module, "-o", "addopts=", "-p", "no:cacheprovider", "-p", "no:terminal",
+            f"--rootdir={os.path.dirname(GRADERS_DIR)}", *(f"--only={name}" for name in only or ())]
+    code = pytest.main(args, plugins=[request])
+    if request.result is None:
+        raise GradersDidNotRun(f"the pytest graders did not run ({module}: pytest exit code {code})")
+    return request.result

@@ -1,20 +1,24 @@
-"""The sandbox every piece of student code runs in, and the supervisor that survives it.
+"""The sandbox every piece of student code runs in.
 
-Both grading workers (the export worker, which runs student code, and the judge, which runs
-programs compiled from it) run under bubblewrap (`bwrap`, the sandbox behind Flatpak):
+Every worker that runs student code or a program compiled from it (`graders.sandboxed`: the
+export worker, the judge, the multi-controller runs) runs under bubblewrap (`bwrap`, the
+sandbox behind Flatpak):
 - an unprivileged user with no capabilities and `no_new_privs`: as root, the worker runs as
   a uid of its own (one per concurrent grading, `Slot`) inside a user namespace; as another
   user, as that user inside a user namespace;
 - its own PID, network, mount, IPC, UTS and user namespaces, with no further user namespaces;
-- a read-only view of only the interpreter, the environment's packages and the `assignments`
-  runtime; `graders/`, `solutions/`, the course folders, `$HOME`, the host's `/tmp` and
-  other gradings do not exist there;
-- its own empty `/tmp` and `/scratch`, each a tmpfs with a size cap;
-- rlimits on address space, processes, open files, file size and CPU time;
+- a read-only view of only the interpreter, the environment's packages, the `assignments`
+  runtime and `graders/sandboxed`; the rest of `graders/`, `solutions/`, the course folders,
+  `$HOME`, the host's `/tmp` and other gradings do not exist there;
+- its own empty `/tmp`, `/scratch` and `/dev/shm`, each a tmpfs with a size cap, a
+  read-only `/dev`, and System V shared memory bounded;
+- a memory cgroup of its own bounding all of its memory (`graders.cgroups`), where the
+  machine allows one; rlimits on address space, processes, open files, file size and CPU time;
 - everything it started dies with it: the sandbox is a PID namespace whose init is killed
   when grading ends, and which dies with the grading process (`--die-with-parent`).
-Requests go in on stdin and events come back on stdout (`assignments.protocol`); nothing on
-the host is shared with the worker, so no other process can reach a grading's channel.
+Requests go in on stdin and events come back on stdout (`graders.sandboxed.protocol`), read
+by `graders.supervisor`; nothing on the host is shared with the worker, so no other process
+can reach a grading's channel.
 
 Where bubblewrap cannot run, grading refuses untrusted work unless asked explicitly for no
 isolation (`Limits.sandbox = "none"`), and `results.json` records which isolation was used.
@@ -24,18 +28,17 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from assignments.protocol import MAX_LINE_BYTES, ProtocolError, read_event
+from . import cgroups
+from .settings import KIT_ROOT, DEVICES
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SLOT_UID_BASE = 200_000
 """As root, concurrent grading number n runs its workers as uid SLOT_UID_BASE + n."""
 SLOTS = 256
@@ -51,17 +54,29 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Resources:
-    """What one sandboxed worker may use."""
+    """What one sandboxed worker may use (`graders.settings.Limits` sets each)."""
 
-    memory_bytes: int = 8 * 2**30
-    """Address space of each process."""
-    tmp_bytes: int = 512 * 2**20
-    """Size of each of /tmp and /scratch (tmpfs) inside the sandbox."""
-    processes: int = 512
-    """Processes and threads of the sandbox's user (XLA starts dozens of threads)."""
-    open_files: int = 1024
-    cpu_seconds: int = 1800
+    memory_bytes: int
+    """All the memory of the worker (its cgroup: processes, tmpfs, shared memory)."""
+    tmp_bytes: int
+    """Size of each of /tmp, /scratch and /dev/shm (tmpfs) and of System V shared memory."""
+    processes: int
+    """Processes and threads of the worker (XLA starts dozens of threads)."""
+    cpu_seconds: int
     """CPU time of each process (all its threads)."""
+    open_files: int = 1024
+
+    @property
+    def address_space_bytes(self) -> int:
+        """The address space of each process (an rlimit): JAX reserves several times what it
+        touches (about 1.6 GB of address space for 200 MB of memory), so at least 8 GiB."""
+        return max(4 * self.memory_bytes, 8 * 2**30)
+
+    @classmethod
+    def of(cls, limits) -> "Resources":
+        """A worker's share of a grading's `Limits`."""
+        return cls(memory_bytes=limits.memory_bytes, tmp_bytes=limits.tmp_bytes,
+                   processes=limits.processes, cpu_seconds=limits.cpu_seconds)
 
 
 # --- what the machine allows ----------------------------------------------------------------
@@ -82,13 +97,17 @@ def _merged_usr_links() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def readable_roots() -> tuple[str, ...]:
-    """Folders a worker may read: the interpreter, the environment's packages, the runtime."""
+    """Folders a worker may read: the interpreter, the environment's packages, the
+    `assignments` runtime and the sandboxed workers (`graders/sandboxed`), nothing else."""
     import sysconfig
 
     import assignments
 
+    from . import sandboxed
+
     roots = ["/usr", sys.base_prefix, sys.prefix, sysconfig.get_paths()["purelib"],
-             sysconfig.get_paths()["platlib"], os.path.dirname(os.path.abspath(assignments.__file__))]
+             sysconfig.get_paths()["platlib"], os.path.dirname(os.path.abspath(assignments.__file__)),
+             os.path.dirname(os.path.abspath(sandboxed.__file__))]
     real: list[str] = []
     for root in sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)}, key=len):
         if root != "/" and not any(root == r or root.startswith(r + "/") for r in real):
@@ -128,7 +147,7 @@ def _view() -> list[str]:
     return args + _merged_usr_links()
 
 
-XLA_FLAGS = "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"
+XLA_FLAGS = f"--xla_force_host_platform_device_count={DEVICES} --xla_backend_optimization_level=0"
 """The workers' XLA flags. LLVM's optimization level 0 compiles a third faster and leaves the
 partitioned HLO the rules read unchanged (`benchmarks/xla_compile_flags.py` measures both);
 the hidden inputs are small, so slower generated code costs nothing."""
@@ -143,23 +162,38 @@ def _environment() -> list[str]:
     return args
 
 
+def _shared_memory_limits(resources: Resources) -> list[str]:
+    """A prefix that bounds System V shared memory in the sandbox's own IPC namespace (at most
+    `tmp_bytes` in all), then runs the command. The pages would belong to no process, so no
+    rlimit sees them; a memory cgroup charges them too, and this bounds them where there is
+    none."""
+    pages = max(1, resources.tmp_bytes // 4096)
+    limits = (f"echo {resources.tmp_bytes} > /proc/sys/kernel/shmmax && echo {pages} > "
+              f"/proc/sys/kernel/shmall && echo 16 > /proc/sys/kernel/shmmni || exit 126")
+    return ["sh", "-c", f'{limits}; exec "$@"', "sh"]
+
+
 def bwrap_command(command: list[str], uid: int | None, resources: Resources,
                   shared: tuple[str, str] | None = None) -> list[str]:
     """`command` wrapped in bubblewrap. As root (`uid` given), an outer bwrap builds the
     namespaces and the view, drops to `uid` with setpriv, and an inner unprivileged bwrap
     adds the user namespace; otherwise one unprivileged bwrap does it all. `shared` =
-    (host folder, path inside) is the one writable host folder, when a run needs one."""
+    (host folder, path inside) is the one writable host folder, when a run needs one.
+    Every writable filesystem is a tmpfs with a size (/tmp, /scratch, /dev/shm), /dev is
+    read-only, and System V shared memory is bounded (`_shared_memory_limits`)."""
     under_tmp = [arg for root in readable_roots() if root.startswith("/tmp/")
                  for arg in ("--ro-bind", root, root)]  # back on top of the private /tmp
     outer_share = ["--bind", shared[0], shared[1]] if shared else []
     inner_share = ["--bind", shared[1], shared[1]] if shared else []
-    private = ["--size", str(resources.tmp_bytes), "--tmpfs", "/tmp",
-               "--size", str(resources.tmp_bytes), "--tmpfs", "/scratch", "--chdir", "/scratch"]
+    size = str(resources.tmp_bytes)
+    dev = ["--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    private = ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/scratch", "--chdir", "/scratch"]
     user = ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--die-with-parent", "--new-session"]
     if uid is None:
-        return ["bwrap", "--unshare-all", "--hostname", HOSTNAME, *user, *_view(), "--proc", "/proc", "--dev", "/dev",
-                *private, *under_tmp, *outer_share, *_environment(), "--", *command]
+        return ["bwrap", "--unshare-all", "--hostname", HOSTNAME, *user, *_view(), "--proc", "/proc", *dev,
+                *private, *under_tmp, *outer_share, *_environment(), "--",
+                *_shared_memory_limits(resources), *command]
     outer = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--hostname", HOSTNAME,
              "--unshare-cgroup-try", "--die-with-parent", "--new-session",
              "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
@@ -167,9 +201,13 @@ def bwrap_command(command: list[str], uid: int | None, resources: Resources,
              "--perms", "0755", "--dir", "/tmp", "--perms", "0755", "--dir", "/scratch", *outer_share, "--"]
     drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--"]
-    inner = ["bwrap", *user, "--ro-bind", "/", "/", "--dev", "/dev", *private, *under_tmp, *inner_share,
+    inner = ["bwrap", *user, "--ro-bind", "/", "/", *dev, *private, *under_tmp, *inner_share,
              *_environment(), "--"]
-    return [*outer, *drop, *inner, *command]
+    # As root the IPC namespace belongs to the outer sandbox: its limits are set there.
+    return [*outer, *_shared_memory_limits(resources), *drop, *inner, *command]
+
+
+PROBE_RESOURCES = Resources(memory_bytes=2**30, tmp_bytes=2**24, processes=64, cpu_seconds=60)
 
 
 @functools.lru_cache(maxsize=1)
@@ -180,7 +218,7 @@ def bubblewrap_problem() -> str | None:
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         return "setpriv (util-linux) is missing"
     probe = bwrap_command([sys.executable, "-I", "-c", "import os; print(os.getuid())"],
-                          SLOT_UID_BASE + SLOTS - 1 if os.geteuid() == 0 else None, Resources())
+                          SLOT_UID_BASE + SLOTS - 1 if os.geteuid() == 0 else None, PROBE_RESOURCES)
     try:
         proc = subprocess.run(probe, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -205,9 +243,10 @@ class Isolation:
         return self.level == "bubblewrap"
 
 
-HIDDEN = ("graders", "solutions", "source", "tests", ".git", "submitted", "autograded", "feedback",
+HIDDEN = ("solutions", "source", "tests", ".git", "submitted", "autograded", "feedback",
           "release", ".grading-secret", ".verdict-cache")
-"""The kit's material a sandboxed uid must not read (the fallback makes it private)."""
+"""The kit's material a sandboxed uid must not read (the fallback makes it private); and all
+of `graders/` but `graders/sandboxed`, which the workers run."""
 
 
 def _readable_by_others(path: str) -> bool:
@@ -235,11 +274,27 @@ def uid_fallback_problem() -> str | None:
 
 
 def protect_hidden() -> None:
-    """Make the kit's hidden material readable by its owner only (the fallback's wall)."""
-    for name in HIDDEN:
-        path = os.path.join(REPO_ROOT, name)
-        if os.path.lexists(path):
+    """Make the kit's hidden material readable by its owner only (the fallback's wall);
+    `graders/` stays traversable, so that its `sandboxed` package (and nothing else of it)
+    can be run by the workers."""
+    graders = os.path.join(KIT_ROOT, "graders")
+    private = [os.path.join(KIT_ROOT, name) for name in HIDDEN]
+    if os.path.isdir(graders):
+        os.chmod(graders, 0o711)
+        private += [os.path.join(graders, n) for n in os.listdir(graders)
+                    if n not in ("sandboxed", "__init__.py")]
+    for path in private:
+        if os.path.lexists(path) and not os.path.islink(path):
             os.chmod(path, os.stat(path).st_mode & 0o700)
+
+
+def memory_bound() -> str:
+    """How a worker's memory is bounded here, in words (for results.json)."""
+    problem = cgroups.problem()
+    if problem is None:
+        return "memory: a cgroup per worker bounds all of it (processes, tmpfs, shared memory)"
+    return (f"memory: no cgroup ({problem}); bounded by sized tmpfs (/tmp, /scratch, /dev/shm), a "
+            f"read-only /dev, System V limits and each process's address space")
 
 
 def choose_isolation(sandbox: str) -> Isolation:
@@ -252,14 +307,16 @@ def choose_isolation(sandbox: str) -> Isolation:
     if problem is None:
         who = "a uid of its own" if os.geteuid() == 0 else "the grader's uid"
         return Isolation("bubblewrap", f"bubblewrap: {who} in a user namespace, no capabilities, own "
-                                       f"PID/network/mount/IPC namespaces, read-only runtime, private /tmp")
+                                       f"PID/network/mount/IPC namespaces, read-only runtime, private "
+                                       f"/tmp; {memory_bound()}")
     fallback = uid_fallback_problem() if sandbox in ("auto", "uid") else "not asked for"
     if fallback is None:
         protect_hidden()
         return Isolation("uid", f"dedicated uid (bubblewrap unavailable: {problem}): a uid of its own, "
                                 f"no capabilities, rlimits, kit's hidden folders private, "
                                 f"{'no network' if _can_unshare_net() else 'NETWORK REACHABLE'}; "
-                                f"the rest of the filesystem is visible read-only by permissions")
+                                f"the rest of the filesystem is visible read-only by permissions; "
+                                f"{memory_bound()}")
     raise SandboxUnavailable(
         f"cannot grade untrusted code in a sandbox here: {problem}; no dedicated-uid fallback "
         f"either: {fallback}. Fix one of these, or pass --unsandboxed (Limits(sandbox='none')) to "
@@ -362,182 +419,10 @@ def limited(command: list[str], resources: Resources) -> list[str]:
     # RLIMIT_NPROC counts every process of a uid: only a uid of the sandbox's own (as root)
     # can take it without starving the grader's other processes.
     processes = [f"--nproc={resources.processes}"] if os.geteuid() == 0 else []
-    return ["prlimit", f"--as={resources.memory_bytes}", *processes,
+    return ["prlimit", f"--as={resources.address_space_bytes}", *processes,
             f"--nofile={resources.open_files}", f"--fsize={resources.tmp_bytes}",
             f"--cpu={resources.cpu_seconds}", "--core=0", "--",
             "setpriv", "--pdeathsig", "KILL", "--", *command]
-
-
-# --- supervising a worker -------------------------------------------------------------------
-
-
-@dataclass
-class Deadlines:
-    """How long a worker may take."""
-
-    stall: float
-    """Seconds without any event (a submission loading, a case running)."""
-    case: float
-    """Seconds from a case's start to its result."""
-    end: float
-    """time.monotonic() by which everything must be done (the submission's budget)."""
-
-
-@dataclass
-class WorkerRun:
-    """What a worker reported, across restarts."""
-
-    results: dict[str, dict] = field(default_factory=dict)
-    """Case id -> its validated "case" event (or a failure made up here)."""
-    events: list[dict] = field(default_factory=list)
-    """Every other event, in order ("loaded", "finished", and "died" made up here)."""
-
-
-@dataclass
-class _Attempt:
-    current: str | None = None
-    case_started: float = 0.0
-    finished: bool = False
-    why: str | None = None
-    """Why the supervisor stopped the worker (None: it ended by itself)."""
-    progressed: bool = False
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def why_it_ended(returncode: int, resources: Resources) -> tuple[str, bool]:
-    """(What ended a worker, was it killed from outside). bwrap reports a child killed by
-    signal N as exit code 128 + N."""
-    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
-    if number == signal.SIGKILL:
-        return ("the process was killed from outside the sandbox (SIGKILL: the machine ran out "
-                "of memory, or an administrator stopped it); it was retried once"), True
-    if number == signal.SIGXCPU:
-        return f"the process used up its {resources.cpu_seconds} s of CPU time", False
-    if number:
-        return (f"the process crashed with {_signal_name(number)} (out of memory? the limit is "
-                f"{resources.memory_bytes / 2**30:g} GiB per process)"), False
-    return f"the process exited with code {returncode} before finishing (os._exit? sys.exit?)", False
-
-
-def _read_events(proc, attempt: _Attempt, run: WorkerRun, known: set[str], kind: str,
-                 deadlines: Deadlines, on_result=None) -> None:
-    """Read and validate the worker's events until it ends or a deadline or violation stops it."""
-    selector = selectors.DefaultSelector()
-    selector.register(proc.stdout, selectors.EVENT_READ)
-    buffer, last_event = b"", time.monotonic()
-    try:
-        while True:
-            now = time.monotonic()
-            if now > deadlines.end:
-                attempt.why = "budget"
-                return
-            if attempt.current and now - attempt.case_started > deadlines.case:
-                attempt.why = (f"it ran longer than {deadlines.case:g} s and was stopped (an infinite "
-                               f"loop, or code that blocks the time limit?)")
-                return
-            if now - last_event > deadlines.stall:
-                attempt.why = f"it made no progress for {deadlines.stall:g} s and was stopped (an infinite loop?)"
-                return
-            if not selector.select(timeout=0.25):
-                continue
-            chunk = os.read(proc.stdout.fileno(), 1 << 20)
-            if not chunk:
-                return  # the worker closed its end: it ended
-            buffer += chunk
-            if len(buffer) > MAX_LINE_BYTES:
-                attempt.why = "violation: an event line longer than the protocol allows"
-                return
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                try:
-                    event = read_event(line, known - set(run.results), kind)
-                    _apply(event, attempt, run)
-                except ProtocolError as e:
-                    attempt.why = f"violation: {e}"
-                    return
-                if on_result and event["event"] == "case":
-                    on_result(event)
-                last_event = time.monotonic()
-    finally:
-        selector.close()
-
-
-def _apply(event: dict, attempt: _Attempt, run: WorkerRun) -> None:
-    kind = event["event"]
-    if kind == "start":
-        if attempt.current is not None:
-            raise ProtocolError("a case started before the previous one ended")
-        attempt.current, attempt.case_started = event["id"], time.monotonic()
-    elif kind == "case":
-        if attempt.current not in (None, event["id"]):
-            raise ProtocolError("a result for a case other than the one running")
-        run.results[event["id"]] = event
-        attempt.current, attempt.progressed = None, True
-    elif kind == "finished":
-        attempt.finished = True
-        run.events.append(event)
-    elif kind != "progress":
-        run.events.append(event)
-
-
-def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: str,
-               deadlines: Deadlines, resources: Resources, isolation: Isolation,
-               uid: int | None, function_of: dict[str, str], max_strikes: int = 2,
-               cwd: str = "/", started: subprocess.Popen | None = None,
-               on_result=None) -> WorkerRun:
-    """Run a worker until every case in `case_ids` has a result.
-
-    `request_for(skip)` makes the request text, given the case ids already done. A worker
-    that dies or is stopped on a case costs that case (a "strike" for its function; after
-    `max_strikes`, the function's remaining cases are judged from that); one killed from
-    outside is retried once. The budget (`deadlines.end`) bounds everything.
-    `started`: the first attempt's process, already started by `start_worker` (its start-up
-    overlapped other work). `on_result(event)` sees each validated case result as it comes."""
-    run, strikes, outside_kills = WorkerRun(), {}, set()
-    while (pending := [i for i in case_ids if i not in run.results]):
-        if time.monotonic() > deadlines.end:
-            _fail(run, pending, "not graded: the submission used up its grading budget")
-            break
-        attempt = _Attempt()
-        proc = started or start_worker(command, resources=resources, isolation=isolation, uid=uid, cwd=cwd)
-        started = None
-        try:
-            proc.stdin.write(request_for(sorted(run.results)).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        _read_events(proc, attempt, run, set(case_ids), kind, deadlines, on_result)
-        _stop(proc, attempt.why is None, uid)
-        if not (attempt.finished and attempt.why is None):
-            _blame(run, attempt, proc.returncode, resources, case_ids, function_of, strikes,
-                   outside_kills, max_strikes)
-    return run
-
-
-def start_worker(command: list[str], *, resources: Resources, isolation: Isolation,
-                 uid: int | None, cwd: str = "/") -> subprocess.Popen:
-    """Start `command` isolated and limited; it reads its request on stdin (`run_worker`
-    writes it). End a worker that never gets one with `stop_worker`."""
-    full, where = isolated(command, isolation, uid, resources, cwd)
-    debug = os.environ.get(DEBUG_VARIABLE)
-    return subprocess.Popen(limited(full, resources), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=None if debug else subprocess.DEVNULL, cwd=where,
-                            env=_host_env(isolation), start_new_session=True)
-
-
-def stop_worker(proc: subprocess.Popen, uid: int | None) -> None:
-    """End a worker from `start_worker` that was not needed after all (nothing to do for
-    one that `run_worker` ran: it is gone, and its pid may be another process's by now)."""
-    if proc.returncode is not None:
-        return
-    proc.stdin.close()
-    _stop(proc, False, uid)
 
 
 def isolated(command: list[str], isolation: Isolation, uid: int | None, resources: Resources,
@@ -558,59 +443,7 @@ def isolated(command: list[str], isolation: Isolation, uid: int | None, resource
     return command, cwd
 
 
-def _blame(run: WorkerRun, attempt: _Attempt, returncode: int, resources: Resources,
-           case_ids: list[str], function_of: dict[str, str], strikes: dict, outside_kills: set,
-           max_strikes: int) -> None:
-    """Record why a worker stopped early: against the case it was on (a strike for its
-    function), or against every case left when it never reached one."""
-    why, outside = _describe_end(attempt, returncode, resources)
-    case = attempt.current or ""  # "": between cases, or while loading the submission
-    if outside and case not in outside_kills:
-        outside_kills.add(case)  # killed from outside: retried once, not blamed
-        return
-    if not case:
-        if not attempt.progressed:  # retrying would only do the same again
-            _fail(run, [i for i in case_ids if i not in run.results], f"the submission could not be run: {why}")
-            run.events.append({"event": "died", "message": why})
-        return
-    run.results[case] = _failure(case, why)
-    name = function_of.get(case, "")
-    strikes.setdefault(name, []).append(why)
-    if len(strikes[name]) >= max_strikes:
-        rest = [i for i in case_ids if i not in run.results and function_of.get(i) == name]
-        _fail(run, rest, f"not run: {max_strikes} earlier cases of {name} already failed "
-                         f"({strikes[name][-1]})")
-
-
-def _describe_end(attempt: _Attempt, returncode: int, resources: Resources) -> tuple[str, bool]:
-    if attempt.why == "budget":
-        return "the submission used up its grading budget", False
-    if attempt.why and attempt.why.startswith("violation: "):
-        return ("the submission wrote to the graders' channel something that is not part of "
-                f"the grading protocol ({attempt.why[len('violation: '):]})"), False
-    if attempt.why:
-        return attempt.why, False
-    return why_it_ended(returncode, resources)
-
-
-def _stop(proc, ended_by_itself: bool, uid: int | None) -> None:
-    """Make sure the worker and everything it started are gone."""
-    if ended_by_itself:
-        try:
-            proc.wait(timeout=10)  # its stdout closed: let it exit, to read its real status
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # bwrap is the PID namespace's parent: all go
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-    proc.stdout.close()
-    if uid is not None:
-        kill_user(uid)
-
-
-def _host_env(isolation: Isolation) -> dict:
+def host_env(isolation: Isolation) -> dict:
     """The environment the worker starts with (bwrap clears it again inside the sandbox)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTHON", "JAX_", "XLA_")) and k not in ("HOME",)}
@@ -619,24 +452,18 @@ def _host_env(isolation: Isolation) -> dict:
     return env
 
 
-def _failure(case_id: str, message: str) -> dict:
-    return {"event": "case", "id": case_id, "status": "error", "message": message,
-            "timed_out": False}
-
-
-def _fail(run: WorkerRun, ids: list[str], message: str) -> None:
-    for i in ids:
-        run.results.setdefault(i, _failure(i, message))
-
-
 def python_command(module_main: str) -> list[str]:
     """This Python, isolated from PYTHONPATH and the user's site, running `module:main` of
-    the `assignments` runtime this process uses (the only kit code the sandbox can see; it
-    is put first on the path, so an editable install, a wheel and an unpacked Gradescope
-    bundle all work)."""
+    the sandboxed workers (`graders.sandboxed`) with the `assignments` runtime this process
+    uses (the only kit code the sandbox can see; both go first on the path, so an editable
+    install, a wheel and an unpacked Gradescope bundle all work)."""
+    module, func = module_main.split(":")
+    paths = list(dict.fromkeys([_runtime_parent(), KIT_ROOT]))
+    return [os.path.normpath(sys.executable), "-I", "-c",
+            f"import sys; sys.path[:0] = {paths!r}; from {module} import {func}; sys.exit({func}())"]
+
+
+def _runtime_parent() -> str:
     import assignments
 
-    module, func = module_main.split(":")
-    runtime = os.path.dirname(os.path.dirname(os.path.abspath(assignments.__file__)))
-    return [sys.executable, "-I", "-c",
-            f"import sys; sys.path.insert(0, {runtime!r}); from {module} import {func}; sys.exit({func}())"]
+    return os.path.dirname(os.path.dirname(os.path.abspath(assignments.__file__)))

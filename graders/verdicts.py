@@ -2,47 +2,65 @@
 
 The verdict on a given serialized artifact, for a given case and hidden inputs, under given
 rules, never changes; in a real class many students hand in the same function (the
-solution from the lecture, a common mistake). So each judged case is stored under the
-SHA-256 of everything it depends on: the artifact's bytes, the case, its seed, and the
-kit's judging code (`assignments/`, `graders/hidden/`); an identical case later is served
-from here without compiling anything. The cache lives outside every sandbox (default
+solution from the lecture, a common mistake), and the export makes the same program give the
+same bytes whatever cell, line or names it came from. So each judged case is stored under
+the SHA-256 of everything its verdict depends on: the artifact's bytes, the case, its seed,
+the kit's judging code (`assignments/`, `graders/sandboxed/`, `graders/hidden/`), the Python,
+JAX and jaxlib versions and the judges' XLA flags; an identical case later is served from
+here without compiling anything. The cache lives outside every sandbox (default
 `.verdict-cache/` beside `nbgrader_config.py`; `$KIT_VERDICT_CACHE` to move it, `off` to
-disable). Only verdicts the judge reached are stored, never a timeout or a crash, which can
-depend on the machine's load.
+disable). Only verdicts of programs that compiled and ran to the end are stored (`ran`):
+never a timeout, a crash or a compile or run error, which can depend on the machine's load
+or on what an earlier program did to the judge's process.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
+import sys
 import tempfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .sandbox import XLA_FLAGS
+from .settings import KIT_ROOT
+
 VARIABLE = "KIT_VERDICT_CACHE"
+JUDGING_CODE = ("assignments", os.path.join("graders", "sandboxed"), os.path.join("graders", "hidden"))
 
 
 def cache_dir() -> str | None:
-    value = os.environ.get(VARIABLE, os.path.join(REPO_ROOT, ".verdict-cache"))
+    value = os.environ.get(VARIABLE, os.path.join(KIT_ROOT, ".verdict-cache"))
     return None if value.lower() in ("off", "0", "") else value
 
 
 @functools.lru_cache(maxsize=1)
-def judging_code_digest() -> str:
-    """A digest of the code a verdict depends on: the runtime's rules, contracts, HLO
-    reading and judging, and the hidden cases."""
+def judging_digest() -> str:
+    """A digest of everything a verdict depends on besides its case: the kit's judging code
+    (rules, contracts, HLO reading, the judge, the hidden cases), the Python, JAX and jaxlib
+    that compile and run it, and the judges' XLA flags."""
     digest = hashlib.sha256()
-    for folder in ("assignments", os.path.join("graders", "hidden")):
-        for root, dirs, files in sorted(os.walk(os.path.join(REPO_ROOT, folder))):
+    for folder in JUDGING_CODE:
+        for root, dirs, files in sorted(os.walk(os.path.join(KIT_ROOT, folder))):
             dirs.sort()
             for name in sorted(f for f in files if f.endswith(".py")):
                 with open(os.path.join(root, name), "rb") as f:
                     digest.update(name.encode() + b"\0" + f.read())
+    versions = [sys.version, XLA_FLAGS] + [_version(p) for p in ("jax", "jaxlib", "numpy")]
+    digest.update(json.dumps(versions).encode())
     return digest.hexdigest()
 
 
+def _version(package: str) -> str:
+    try:
+        return f"{package}=={importlib.metadata.version(package)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{package} missing"
+
+
 def key(assignment: str, part: str, case: dict, seed: int, artifact: bytes) -> str:
-    head = json.dumps([judging_code_digest(), assignment, part, case, seed], sort_keys=True)
+    head = json.dumps([judging_digest(), assignment, part, case, seed], sort_keys=True)
     return hashlib.sha256(head.encode() + b"\0" + artifact).hexdigest()
 
 
@@ -63,9 +81,10 @@ def load(k: str) -> dict | None:
 
 
 def store(k: str, event: dict) -> None:
-    """Store a judge event (as JSON) atomically; a failure to write only costs speed."""
+    """Store a judge's verdict (as JSON) atomically, if its program ran (see the module's
+    docstring); a failure to write only costs speed."""
     folder = cache_dir()
-    if folder is None:
+    if folder is None or not event.get("ran"):
         return
     path = _path(folder, k)
     try:

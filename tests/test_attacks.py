@@ -10,6 +10,7 @@ corpus runs in CI in a few minutes.
 from __future__ import annotations
 
 import fcntl
+import json
 import glob
 import hashlib
 import os
@@ -83,7 +84,8 @@ def leftover_processes() -> list[str]:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        leaked = SLOT_UID_BASE <= uid < SLOT_UID_BASE + SLOTS and not slot_in_use(uid)
+        # (the last uid is bubblewrap's start-up probe, which any grading process may be running)
+        leaked = SLOT_UID_BASE <= uid < SLOT_UID_BASE + SLOTS - 1 and not slot_in_use(uid)
         if leaked or any(m in cmdline for m in MARKERS):
             found.append(f"{entry}: uid {uid}: {cmdline[:100]}")
     return found
@@ -249,11 +251,11 @@ def test_a_batch_of_five_cannot_be_broken_by_one_student(sandbox, tmp_path):
     out = tmp_path / "graded"
     outcomes = run_batch(discover(str(folder), "problem1"), "problem1", str(out), workers=2,
                          limits=FAST, only=["shard_average_jit"])
-    scores = {o.submission.student: (o.results["score"], o.status) for o in outcomes}
-    full = outcomes[0].results["tests"][0]["max_score"]
+    scores = {o.submission.student: (o.result.score, o.status) for o in outcomes}
+    full = outcomes[0].result.max_score
     assert scores == {"alice": (full, "graded"), "bob": (full, "graded"), "carol": (full, "graded"),
                       "mallory": (0, "graded"), "trudy": (0, "graded")}
-    assert all(o.results["extra_data"]["isolation"].startswith("bubblewrap") for o in outcomes)
+    assert all(o.result.isolation.startswith("bubblewrap") for o in outcomes)
     assert leftover_processes() == []
 
 
@@ -275,7 +277,7 @@ def test_hidden_inputs_depend_on_the_course_secret():
 
 FALLBACK_PROBE = r"""
 import json, os, socket, sys
-json.loads(sys.stdin.read())
+json.loads(sys.stdin.readline())
 found = [f"uid={os.getuid()}"]
 for path in ("graders/harness.py", "solutions/problem1.py", ".grading-secret"):
     try:
@@ -308,14 +310,16 @@ def test_the_dedicated_uid_fallback_walls_off_the_kit(tmp_path):
     environment lives under a private $HOME, which the fallback rightly refuses.)"""
     import json as _json
 
-    from graders import sandbox
+    from graders import sandbox, supervisor
 
     if sandbox.uid_fallback_problem() is None:
         pytest.skip("this machine's environment is readable by others: covered by grading runs")
     with pytest.raises(sandbox.SandboxUnavailable, match="not readable by other users"):
         sandbox.choose_isolation("uid")  # refused, with the fix named
-    modes = {n: os.stat(os.path.join(REPO_ROOT, n)).st_mode for n in sandbox.HIDDEN
-             if os.path.lexists(os.path.join(REPO_ROOT, n))}
+    protected = [*sandbox.HIDDEN, "graders", *(os.path.join("graders", n) for n in os.listdir(
+        os.path.join(REPO_ROOT, "graders")))]
+    modes = {n: os.stat(os.path.join(REPO_ROOT, n)).st_mode for n in protected
+             if os.path.lexists(os.path.join(REPO_ROOT, n)) and not os.path.islink(os.path.join(REPO_ROOT, n))}
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -324,11 +328,11 @@ def test_the_dedicated_uid_fallback_walls_off_the_kit(tmp_path):
         isolation = sandbox.Isolation("uid", "test")
         script = FALLBACK_PROBE.replace("KIT", repr(REPO_ROOT)).replace("PORT", str(server.getsockname()[1]))
         with sandbox.Slot() as slot:
-            run = sandbox.run_worker(
-                ["/usr/bin/python3", "-I", "-c", script], lambda skip: _json.dumps({}), ["f__0"],
-                kind="export", deadlines=sandbox.Deadlines(10, 10, time.monotonic() + 30),
-                resources=sandbox.Resources(), isolation=isolation, uid=slot.uid,
-                function_of={"f__0": "f"}, cwd=str(tmp_path))
+            setup = supervisor.WorkerSetup(sandbox.Resources.of(FAST), isolation, slot.uid, str(tmp_path),
+                                           {"f__0": "f"}, 2)
+            run = supervisor.run_worker(
+                ["/usr/bin/python3", "-I", "-c", script], lambda skip: _json.dumps({}) + "\n", ["f__0"],
+                kind="export", deadlines=supervisor.Deadlines(10, 10, time.monotonic() + 30), setup=setup)
         found = run.results["f__0"]["message"]
     finally:
         server.close()
@@ -337,3 +341,159 @@ def test_the_dedicated_uid_fallback_walls_off_the_kit(tmp_path):
     uid = int(found.split()[0].removeprefix("uid="))
     assert SLOT_UID_BASE <= uid < SLOT_UID_BASE + SLOTS, found
     assert found.split() == [found.split()[0]], f"the fallback let the worker do: {found}"
+
+
+# --- memory no process owns (tmpfs, memfd, System V), round two ------------------------------
+
+MEMORY = Limits(cell_timeout=10, case_timeout=30, stall_timeout=60, run_timeout=20,
+                submission_timeout=240, memory_gib=1.0, tmp_mib=64)
+"""Scaled down: 1 GiB per worker, 64 MiB tmpfs and System V shared memory."""
+
+
+def shmem_mib() -> float:
+    """The host's shared memory (tmpfs and shared segments) now, in MiB."""
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Shmem:")) / 1024
+
+
+def held(output: str, kind: str) -> int:
+    import re
+
+    found = re.search(rf"{kind}=(\d+)MiB", output)
+    assert found, output
+    return int(found.group(1))
+
+
+needs_cgroup = pytest.mark.skipif(os.geteuid() != 0, reason="memory cgroups are made as root here")
+
+
+@needs_cgroup
+def test_memory_no_process_owns_is_bounded_by_the_grading(guarded):
+    """Do /dev/shm, System V segments and memfds stay within the worker's memory limit (1 GiB
+    here): /dev/shm and System V at their own 64 MiB, memfds until the worker's cgroup stops it,
+    blamed on the submission with a message, with the host's shared memory back as before?"""
+    from graders import cgroups
+
+    assert cgroups.problem() is None, cgroups.problem()
+    before = shmem_mib()
+    result = guarded("hold_memory", ["shard_average_jit", "roll_diff"], MEMORY, cap_mib=3072)
+    report = result.part("shard_average_jit").output
+    assert held(report, "dev_shm") <= 64 and held(report, "sysv") <= 64, report
+    roll = result.part("roll_diff")
+    assert roll.score == 0
+    assert "used more than its memory limit of 1 GiB" in roll.output, roll.output
+    assert "memory: a cgroup per worker" in result.isolation
+    assert shmem_mib() - before < 64, "shared memory outlived the grading"
+
+
+@needs_cgroup
+def test_a_memory_hog_costs_its_neighbour_nothing(sandbox, tmp_path):
+    """Graded at the same time as the solution (a batch of two at once), does the memfd hog
+    fail alone while its neighbour gets full marks?"""
+    folder = tmp_path / "submitted"
+    folder.mkdir()
+    (folder / "alice.py").write_text(open(SOLUTION).read())
+    (folder / "mallory.py").write_text(open(os.path.join(ATTACKS, "hold_memory.py")).read()
+                                       .replace("{cap_mib}", "3072"))
+    outcomes = run_batch(discover(str(folder), "problem1"), "problem1", str(tmp_path / "graded"),
+                         workers=2, limits=MEMORY, only=["shard_average_jit", "roll_diff"])
+    by_student = {o.submission.student: o.result for o in outcomes}
+    assert by_student["alice"].score == by_student["alice"].max_score, by_student["alice"].to_text()
+    assert by_student["mallory"].score == 0
+    assert "more than its memory limit" in by_student["mallory"].part("roll_diff").output
+    assert leftover_processes() == []
+
+
+def test_without_a_cgroup_tmpfs_and_system_v_stay_bounded(guarded, monkeypatch):
+    """Where no cgroup can be made, do /dev/shm (a sized tmpfs) and System V segments (the
+    sandbox's IPC limits) still stop at 64 MiB, and does results.json say memory was bounded
+    without a cgroup? (memfds are bounded only per file there: the hog stops itself at 256 MiB.)"""
+    from graders import cgroups
+
+    monkeypatch.setattr(cgroups, "problem", lambda: "disabled for this test")
+    result = guarded("hold_memory", ["shard_average_jit"], MEMORY, cap_mib=256)
+    report = result.part("shard_average_jit").output
+    assert held(report, "dev_shm") <= 64 and held(report, "sysv") <= 64, report
+    assert "memory: no cgroup (disabled for this test)" in result.isolation
+
+
+# --- hidden values through feedback --------------------------------------------------------------
+
+
+def _numbers(text: str) -> list[float]:
+    import re
+
+    return [float(x) for x in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", text)]
+
+
+def test_no_hidden_value_reaches_any_output_over_regradings(sandbox):
+    """Graded twice, do the outputs of functions that return wrong values on purpose (a
+    constant, the input itself) or raise with what they were given quote any hidden input or
+    reference value? They may say where and how much (index, count, order of the error)."""
+    import numpy as np
+
+    from assignments.contracts import get_assignment
+    from graders.hidden import case_seed, hidden_cases, hidden_inputs
+
+    only = ["shard_average_jit", "block_average_jit", "roll_diff"]
+    texts = [json.dumps(grade_submission(os.path.join(ATTACKS, "leak_values.py"), "problem1",
+                                         limits=FAST, only=only).to_gradescope()) for _ in range(2)]
+    assert texts[0] == texts[1]
+    assert "values wrong" in texts[0] and "relative error of order" in texts[0]
+    import re
+
+    assert not re.search(r"(got|expected) -?\d", texts[0]), "a value is quoted"
+    spec = get_assignment("problem1")
+    secret_values = []
+    for name in only:
+        part = spec.part(name)
+        for i, case in enumerate(hidden_cases(spec)[name]):
+            arrays = hidden_inputs(spec, part, case, case_seed("problem1", name, i))
+            reference = part.reference(*[a.astype(np.float64) for a in arrays], mesh=case.mesh, **case.statics)
+            secret_values += [*arrays[0].ravel().tolist(), *np.ravel(reference).tolist()]
+    secret = {round(v, 3) for v in secret_values if abs(v) > 0.01}
+    quoted = [x for x in _numbers(texts[0]) if round(x, 3) in secret]
+    assert quoted == [], f"hidden values in the output: {quoted[:5]}"
+
+
+# --- the verdict cache ----------------------------------------------------------------------------
+
+
+def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkeypatch):
+    """Is a case whose program fails when run (out of memory: something an earlier program in
+    the same judge could cause) never cached, while the solution's cases all are?"""
+    monkeypatch.setenv("KIT_VERDICT_CACHE", str(tmp_path / "cache"))
+
+    def stored() -> int:
+        return sum(len(files) for _, _, files in os.walk(tmp_path / "cache"))
+
+    result = grade_submission(os.path.join(ATTACKS, "exhaust_at_run_time.py"), "problem1", limits=FAST,
+                              only=["shard_average_jit"])
+    assert all(not c.ran and "RESOURCE_EXHAUSTED" in " ".join(c.problems)
+               for c in result.part("shard_average_jit").cases), result.to_text()
+    assert stored() == 0
+    solution = grade_submission(SOLUTION, "problem1", limits=FAST, only=["shard_average_jit"])
+    assert all(c.ran for c in solution.part("shard_average_jit").cases)
+    assert stored() == len(solution.part("shard_average_jit").cases)
+
+
+def test_the_cache_key_covers_everything_a_verdict_depends_on(monkeypatch):
+    """Does the key change with the artifact, the case, the seed, and with the judging code, the
+    JAX and jaxlib versions and the judges' XLA flags?"""
+    from graders import verdicts
+
+    base = verdicts.key("problem1", "roll_diff", {"mesh": [2, 4]}, 7, b"artifact")
+    assert base == verdicts.key("problem1", "roll_diff", {"mesh": [2, 4]}, 7, b"artifact")
+    others = [verdicts.key("problem1", "roll_diff", {"mesh": [4, 2]}, 7, b"artifact"),
+              verdicts.key("problem1", "roll_diff", {"mesh": [2, 4]}, 8, b"artifact"),
+              verdicts.key("problem1", "roll_diff", {"mesh": [2, 4]}, 7, b"artifact!")]
+    for change in ({"XLA_FLAGS": "--xla_other"}, {"_version": lambda p: f"{p}==0.0.0"}):
+        verdicts.judging_digest.cache_clear()
+        for name, value in change.items():
+            monkeypatch.setattr(verdicts, name, value)
+        others.append(verdicts.key("problem1", "roll_diff", {"mesh": [2, 4]}, 7, b"artifact"))
+        monkeypatch.undo()
+    verdicts.judging_digest.cache_clear()
+    assert len({base, *others}) == 1 + len(others)
+    verdicts.store("0" * 64, {"values_ok": True, "rule_ok": True, "problems": [], "ran": False})
+    assert verdicts.load("0" * 64) is None  # a failure to run is never stored

@@ -13,7 +13,9 @@ import time
 import nbformat
 import pytest
 
-from graders.batch import discover, file_sha256, is_current, write_atomic
+from graders.batch import discover, is_current
+from graders.files import sha256, write_atomic
+from graders.results import Provenance, SubmissionResult
 from graders.samples import notebook_from, sample_path
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,13 +96,16 @@ def test_write_atomic_replaces_whole_files(tmp_path):
 
 
 def test_is_current_needs_a_complete_grade_of_the_same_file():
-    """Is a stored result reused only when complete, for the same assignment, file and functions?"""
-    stored = {"extra_data": {"complete": True, "assignment": "problem1", "sha256": "abc", "only": None}}
+    """Is a stored result reused only when complete (not a failure of the graders), for the
+    same assignment, file and functions?"""
+    stored = SubmissionResult("problem1", "a.py", [], provenance=Provenance(sha256="abc"))
     assert is_current(stored, "problem1", "abc", None)
     assert not is_current(stored, "problem1", "abd", None)
     assert not is_current(stored, "warmup", "abc", None)
     assert not is_current(stored, "problem1", "abc", ["roll_diff"])
-    assert not is_current({"extra_data": {**stored["extra_data"], "complete": False}}, "problem1", "abc", None)
+    failed = SubmissionResult.failed("problem1", "a.py", "the graders crashed", graders_fault=True)
+    failed.provenance = Provenance(sha256="abc")
+    assert not is_current(failed, "problem1", "abc", None)
     assert not is_current(None, "problem1", "abc", None)
 
 
@@ -151,7 +156,7 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
     rows = csv_rows(resumed)
     assert {s: r["status"] for s, r in rows.items()} == {
         "alice": "kept", "bob": "graded", "carol": "graded", "dave": "kept"}
-    assert float(rows["bob"]["score"]) == 10 and rows["bob"]["sha256"] == file_sha256(bob)
+    assert float(rows["bob"]["score"]) == 10 and rows["bob"]["sha256"] == sha256(open(bob, "rb").read())
     assert rows["carol"]["score"] == csv_rows(straight)["carol"]["score"]
 
 
@@ -160,3 +165,27 @@ def test_unknown_assignment_is_refused(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "graders.batch", "-a", "nope", str(tmp_path)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown assignment 'nope'; known: " in proc.stderr
+
+
+def test_gradebook_csv_cells_never_start_a_formula(tmp_path):
+    """Do student names and problem texts that start like a spreadsheet formula (=, +, -, @,
+    tab, carriage return) land in gradebook.csv as text, the scores as numbers?"""
+    from assignments.contracts import get_assignment
+    from graders.gradebooks import write_gradebook_csv
+    from graders.results import PartResult
+
+    parts = get_assignment("problem1").parts
+    hostile = ['=HYPERLINK("http://evil","alice")', "+1+1", "-2", "@SUM(A1)", "\tx", "\rx"]
+    rows = []
+    for name in hostile:
+        result = SubmissionResult("problem1", name, [PartResult(p.name, p.points, [], note=name) for p in parts])
+        result.provenance = Provenance(student=name, path=f"/x/{name}.py")
+        rows.append((name, "graded", result))
+    path = tmp_path / "gradebook.csv"
+    write_gradebook_csv(str(path), rows, parts)
+    with open(path, newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["student"] for r in table] == ["'" + name for name in hostile]
+    for row in table:
+        assert all(not str(v).startswith(("=", "+", "-", "@", "\t", "\r")) for v in row.values()), row
+        assert float(row["score"]) == 0

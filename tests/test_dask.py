@@ -20,8 +20,10 @@ import psutil
 import pytest
 
 import graders.batch as batch
-from graders.harness import Limits
-from graders.hidden import grading_secret
+from graders.dask_grading import grade_shipped, secret_fingerprint
+from graders.hidden import grading_secret, read_secret
+from graders.results import PartResult, SubmissionResult, read_results
+from graders.settings import Limits
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION = os.path.join(REPO_ROOT, "solutions", "problem1.py")
@@ -107,12 +109,12 @@ def test_dask_cluster_gives_the_plain_batch_gradebook(tmp_path):
             got = json.load(f)
         assert [(t["name"], t["score"], t["output"]) for t in got["tests"]] == \
                [(t["name"], t["score"], t["output"]) for t in want["tests"]]
-        assert got["extra_data"]["sha256"] == want["extra_data"]["sha256"]
-        assert got["extra_data"]["submission"] == os.path.join(source, f"{student}.py")
+        mine, theirs = read_results(str(dask / student / "results.json")), read_results(str(plain / student / "results.json"))
+        assert mine.provenance.sha256 == theirs.provenance.sha256
+        assert mine.provenance.path == os.path.join(source, f"{student}.py")
     first = time.monotonic() - started
 
-    stamps = {s: json.loads((dask / s / "results.json").read_text())["extra_data"]["graded_at"]
-              for s in expected}
+    stamps = {s: read_results(str(dask / s / "results.json")).provenance.graded_at for s in expected}
     proc = subprocess.run(command(source, dask, "--dask", "--workers", "2"), cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -120,8 +122,7 @@ def test_dask_cluster_gives_the_plain_batch_gradebook(tmp_path):
     kept = gradebook(dask)
     assert {s: row[:3] for s, row in kept.items()} == {s: row[:3] for s, row in expected.items()}
     assert {row[3] for row in kept.values()} == {"kept"}
-    assert stamps == {s: json.loads((dask / s / "results.json").read_text())["extra_data"]["graded_at"]
-                      for s in expected}
+    assert stamps == {s: read_results(str(dask / s / "results.json")).provenance.graded_at for s in expected}
     print(f"dask batch (with a worker killed) {first:.0f} s")
 
 
@@ -129,18 +130,18 @@ def test_the_worker_check_uses_the_grading_secret():
     """Is the fingerprint a worker checks that of the secret the graders use, different for
     another secret, and free of the secret itself?"""
     secret = grading_secret()
-    assert batch.read_secret() == secret
-    mine = batch.secret_fingerprint(secret)
-    assert mine and mine != batch.secret_fingerprint(secret + b"x")
+    assert read_secret() == secret
+    mine = secret_fingerprint(secret)
+    assert mine and mine != secret_fingerprint(secret + b"x")
     assert secret.decode(errors="replace") not in mine
 
 
 def test_a_worker_with_another_secret_refuses_to_grade():
     """Does a Dask task refuse, before running anything, on a machine whose course secret is
     not the batch's (its inputs would differ)?"""
-    result = batch.grade_shipped("alice", "alice.py", b"raise SystemExit", "problem1", Limits(),
-                                 None, "0" * 16)
-    assert "a different course secret" in result["error"]
+    result = SubmissionResult.from_json(grade_shipped("alice", "alice.py", b"raise SystemExit", "problem1",
+                                                      Limits().values(), None, "0" * 16, 1))
+    assert result.failure.graders_fault and "a different course secret" in result.failure.message
 
 
 def test_a_task_that_fails_costs_a_retry_not_the_batch(tmp_path, monkeypatch):
@@ -153,12 +154,11 @@ def test_a_task_that_fails_costs_a_retry_not_the_batch(tmp_path, monkeypatch):
         (source / f"{student}.py").write_text(f"# {student}\n")
     calls = {"alice": 0, "bob": 0}
 
-    def fake_grade_one(student, path, assignment, limits, only, scratch=None):
+    def fake_grade_one(student, path, assignment, limits, only, concurrent=1, scratch=None, trusted=None):
         calls[student] += 1
         if student == "bob":
             raise RuntimeError("the worker died")
-        return {"score": 2.0, "tests": [{"name": "shard_average_jit", "score": 2.0, "max_score": 2,
-                                         "status": "passed", "output": "ok"}]}
+        return SubmissionResult(assignment, path, [PartResult("shard_average_jit", 2, [])])
 
     monkeypatch.setattr(batch, "grade_one", fake_grade_one)
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
@@ -167,5 +167,5 @@ def test_a_task_that_fails_costs_a_retry_not_the_batch(tmp_path, monkeypatch):
     status = {o.submission.student: o.status for o in outcomes}
     assert status == {"alice": "graded", "bob": "failed"}
     assert calls == {"alice": 1, "bob": 1 + batch.MAX_RETRIES}
-    bob = json.loads((tmp_path / "out" / "bob" / "results.json").read_text())
-    assert bob["extra_data"]["complete"] is False and "RuntimeError: the worker died" in bob["output"]
+    bob = read_results(str(tmp_path / "out" / "bob" / "results.json"))
+    assert bob.failure.graders_fault and "RuntimeError: the worker died" in bob.failure.message

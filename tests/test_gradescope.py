@@ -117,8 +117,8 @@ def test_bundle_contents(bundle):
         requirements = z.read("requirements.txt").decode()
     assert {"setup.sh", "run_autograder", "requirements.txt", "gradescope.json"} <= names
     assert modes["setup.sh"] & stat.S_IXUSR and modes["run_autograder"] & stat.S_IXUSR
-    assert {"graders/harness.py", "assignments/judge_worker.py", "graders/hidden/problem1.py",
-            "assignments/export_worker.py", "assignments/contracts/problem1.py"} <= names
+    assert {"graders/harness.py", "graders/sandboxed/judge.py", "graders/hidden/problem1.py",
+            "graders/sandboxed/export.py", "assignments/contracts/problem1.py", "grading_config.py"} <= names
     assert not [n for n in names if n.startswith(("solutions", "tests", "source", "graders/samples"))
                 or n.endswith(".ipynb") or "__pycache__" in n]
     import jax

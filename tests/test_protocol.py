@@ -1,17 +1,21 @@
-"""The grading protocol and its supervisor, on hand-made events and tiny fake workers."""
+"""The grading protocol and its supervisor, on hand-made events and tiny fake workers (no
+sandbox, no JAX: these scripts are the test's own)."""
 from __future__ import annotations
 
 import base64
 import io
 import json
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
 
-from assignments.protocol import MAX_TEXT, ProtocolError, decode_tree, encode_tree, read_event
-from graders.sandbox import Deadlines, Isolation, Resources, run_worker
+from graders.sandbox import Isolation, Resources
+from graders.sandboxed.protocol import MAX_TEXT, ProtocolError, decode_tree, encode_tree, job_text, read_event
+from graders.supervisor import (Deadlines, JobStream, WorkerProcess, WorkerSetup, ending, Attempt,
+                                run_stream, run_worker)
 
 KNOWN = {"f__0", "f__1"}
 
@@ -32,6 +36,7 @@ def line(**event) -> bytes:
     (line(event="case", id="f__0", status="ok", artifact="***"), "base64"),
     (line(event="case", id="f__0", status="ok", report={"type": "Array", "shape": "8x8"}), "shape"),
     (line(event="case", id="f__0", values_ok=1, rule_ok=True, problems=[]), "status"),
+    (line(event="case", id="f__0", values_ok=True, rule_ok=True, problems=[]), "status"),
     (line(event="shutdown"), "unknown event"),
 ])
 def test_malformed_export_events_are_refused(event, why):
@@ -43,11 +48,13 @@ def test_malformed_export_events_are_refused(event, why):
 def test_judge_events_are_checked_field_by_field():
     """Are a judge's flags booleans and its analysis a real program analysis?"""
     with pytest.raises(ProtocolError, match="true or false"):
-        read_event(line(event="case", id="f__0", values_ok="yes", rule_ok=True, problems=[]), KNOWN, "judge")
+        read_event(line(event="case", id="f__0", values_ok="yes", rule_ok=True, problems=[], ran=True), KNOWN, "judge")
+    with pytest.raises(ProtocolError, match="ran must be true or false"):
+        read_event(line(event="case", id="f__0", values_ok=True, rule_ok=True, problems=[]), KNOWN, "judge")
     with pytest.raises(ProtocolError, match="program analysis"):
-        read_event(line(event="case", id="f__0", values_ok=True, rule_ok=True, problems=[],
+        read_event(line(event="case", id="f__0", values_ok=True, rule_ok=True, problems=[], ran=True,
                         analysis={"collectives": 3}), KNOWN, "judge")
-    ok = read_event(line(event="case", id="f__1", values_ok=True, rule_ok=False,
+    ok = read_event(line(event="case", id="f__1", values_ok=True, rule_ok=False, ran=True,
                          problems=["x" * 10_000] * 100), KNOWN, "judge")
     assert len(ok["problems"]) <= 12 and all(len(p) <= MAX_TEXT for p in ok["problems"])
 
@@ -65,20 +72,22 @@ def test_arrays_and_trees_round_trip_without_pickles():
 
 
 FAKE = Isolation("none", "test")
-RESOURCES = Resources(memory_bytes=2 * 2**30, cpu_seconds=60)
+RESOURCES = Resources(memory_bytes=2 * 2**30, tmp_bytes=2**24, processes=64, cpu_seconds=60)
+
+
+def setup_for(ids, strikes=2) -> WorkerSetup:
+    return WorkerSetup(RESOURCES, FAKE, None, "/", {i: i.split("__")[0] for i in ids}, strikes)
 
 
 def fake_worker(script: str, ids: list[str], *, case=5.0, stall=5.0, budget=30.0, strikes=2):
-    """Run a tiny Python 'worker' (no sandbox: these scripts are the test's own) that prints
-    the given events, under the real supervisor."""
+    """Run a tiny Python 'worker' that prints the given events, under the real supervisor."""
     command = [sys.executable, "-c", script]
     deadlines = Deadlines(stall=stall, case=case, end=time.monotonic() + budget)
-    return run_worker(command, lambda skip: json.dumps({"skip": skip}), ids, kind="export",
-                      deadlines=deadlines, resources=RESOURCES, isolation=FAKE, uid=None,
-                      function_of={i: i.split("__")[0] for i in ids}, max_strikes=strikes)
+    return run_worker(command, lambda skip: json.dumps({"skip": skip}) + "\n", ids, kind="export",
+                      deadlines=deadlines, setup=setup_for(ids, strikes))
 
 
-PRELUDE = "import json, sys, os, time\nreq = json.loads(sys.stdin.read())\n" \
+PRELUDE = "import json, sys, os, time\nreq = json.loads(sys.stdin.readline())\n" \
           "def emit(**e):\n    print(json.dumps(e), flush=True)\n"
 
 
@@ -130,38 +139,117 @@ def test_the_budget_bounds_everything():
     assert all("budget" in r["message"] for r in run.results.values())
 
 
-def test_a_worker_started_early_gets_its_request_later():
-    """Does a worker started ahead (`start_worker`, as the judges are while the export runs)
-    wait for its request, get graded like any other, and does `on_result` see each result as
-    it comes? And does `stop_worker` end one that was never needed?"""
-    from graders.sandbox import start_worker, stop_worker
+JUDGE = ("import json, sys, time\n"
+         "def emit(**e):\n    print(json.dumps(e), flush=True)\n"
+         "header = json.loads(sys.stdin.readline())\n"
+         "for line in sys.stdin:\n"
+         "    job = json.loads(line)\n"
+         "    emit(event='start', id=job['id'])\n"
+         "{act}"
+         "    emit(event='case', id=job['id'], values_ok=True, rule_ok=True, problems=[header['tag']], ran=True)\n"
+         "emit(event='finished', timings={{}})\n")
 
-    script = PRELUDE + ("for cid in ('f__0', 'f__1'):\n"
-                        "    emit(event='start', id=cid); emit(event='case', id=cid, status='error', message=cid)\n"
-                        "emit(event='finished', timings={})\n")
-    command = [sys.executable, "-c", script]
-    early = start_worker(command, resources=RESOURCES, isolation=FAKE, uid=None)
-    time.sleep(0.5)  # it waits on stdin meanwhile
-    assert early.poll() is None
-    seen = []
-    run = run_worker(command, lambda skip: json.dumps({"skip": skip}), ["f__0", "f__1"], kind="export",
-                     deadlines=Deadlines(stall=5, case=5, end=time.monotonic() + 30), resources=RESOURCES,
-                     isolation=FAKE, uid=None, function_of={"f__0": "f", "f__1": "f"},
-                     started=early, on_result=lambda event: seen.append(event["id"]))
-    assert early.returncode == 0 and seen == ["f__0", "f__1"]
-    assert run.results["f__1"]["message"] == "f__1"
-    stop_worker(early, None)  # already gone: nothing to do
-    unused = start_worker([sys.executable, "-c", "import time; time.sleep(60)"], resources=RESOURCES,
-                          isolation=FAKE, uid=None)
-    stop_worker(unused, None)
-    assert unused.returncode is not None
+
+def judge(act: str = "", ids=("f__0", "f__1", "g__0"), *, case=5.0, stall=5.0, budget=30.0,
+          feed=None, started=None):
+    """A fake judge under `run_stream`, fed the jobs `ids` one by one from another thread
+    (`feed(stream)` to feed it otherwise)."""
+    stream = JobStream()
+
+    def default_feed(stream):
+        for i in ids:
+            time.sleep(0.05)
+            stream.put(i, job_text({"id": i}))
+        stream.close()
+
+    threading.Thread(target=feed or default_feed, args=(stream,), daemon=True).start()
+    command = [sys.executable, "-c", JUDGE.format(act=act)]
+    deadlines = Deadlines(stall=stall, case=case, end=time.monotonic() + budget)
+    return run_stream(command, json.dumps({"tag": "judged"}) + "\n", stream, kind="judge",
+                      deadlines=deadlines, setup=setup_for(list(ids)), started=started)
+
+
+def test_a_streamed_worker_judges_jobs_as_they_come():
+    """Does a judge take its jobs one at a time as they are put, answering each, and end when
+    the stream closes? Does a job put while it works on another wait for it, not get lost?"""
+    run = judge()
+    assert sorted(run.results) == ["f__0", "f__1", "g__0"]
+    assert all(r["problems"] == ["judged"] for r in run.results.values())
+    assert [e["event"] for e in run.events] == ["finished"]
+
+
+def test_a_streamed_worker_that_dies_is_replaced_with_the_jobs_it_held():
+    """Does a judge that dies on a job cost that job only, a new judge taking the jobs the
+    dead one held unanswered and the rest of the stream?"""
+    act = "    if job['id'] == 'f__1': import os; os._exit(3)\n"
+    run = judge(act, ids=("f__0", "f__1", "g__0", "g__1"))
+    assert "exited with code 3" in run.results["f__1"]["message"]
+    assert {i: r["problems"] for i, r in run.results.items() if i != "f__1"} == {
+        "f__0": ["judged"], "g__0": ["judged"], "g__1": ["judged"]}
+
+
+def test_struck_out_functions_are_not_run_even_when_their_jobs_come_later():
+    """After two of a function's jobs hang, are its later jobs failed without being sent,
+    while another function's jobs are judged?"""
+    act = "    if job['id'].startswith('f'): time.sleep(60)\n"
+    ids = ("f__0", "f__1", "f__2", "g__0", "f__3")
+    run = judge(act, ids=ids, case=1.0)
+    assert all("ran longer than 1 s" in run.results[i]["message"] for i in ("f__0", "f__1"))
+    assert all("not run: 2 earlier cases of f already failed" in run.results[i]["message"] for i in ("f__2", "f__3"))
+    assert run.results["g__0"]["problems"] == ["judged"]
+
+
+def test_a_judge_waiting_for_its_next_job_is_not_stalled():
+    """Is a judge that waits longer than the stall deadline for jobs (the export is slow) left
+    alone, and judged once the jobs come?"""
+    def slow_feed(stream):
+        time.sleep(2.5)
+        stream.put("f__0", job_text({"id": "f__0"}))
+        stream.close()
+
+    run = judge(ids=("f__0",), stall=1.0, feed=slow_feed)
+    assert run.results["f__0"]["problems"] == ["judged"]
+
+
+def test_the_budget_fails_every_job_held_or_still_to_come():
+    """When the budget runs out, do the jobs a judge holds and those still to come all fail
+    saying so (the stream is drained, nothing waits forever)?"""
+    act = "    time.sleep(60)\n"
+    run = judge(act, ids=("f__0", "g__0", "h__0"), budget=1.5, case=30.0, stall=30.0)
+    assert all("budget" in r["message"] for r in run.results.values()) and len(run.results) == 3
+
+
+def test_a_worker_started_early_is_used_and_an_unneeded_one_stopped():
+    """Is a judge started ahead (while the export runs) the one `run_stream` feeds, and does
+    `abandon` end one that was never needed?"""
+    command = [sys.executable, "-c", JUDGE.format(act="")]
+    early = WorkerProcess(command, setup_for(["f__0"]))
+    time.sleep(0.3)
+    assert early.popen.poll() is None  # waiting for its header
+    run = judge(ids=("f__0",), started=early)
+    assert early.popen.returncode == 0 and run.results["f__0"]["problems"] == ["judged"]
+    unused = WorkerProcess([sys.executable, "-c", "import time; time.sleep(60)"], setup_for([]))
+    unused.abandon()
+    assert unused.popen.returncode is not None
+
+
+def test_endings_say_whose_fault_and_what_to_do():
+    """Does each way a worker ends read as what happened, with a memory-limit kill blamed on
+    the submission and a SIGKILL from outside retried?"""
+    deadlines = Deadlines(stall=7, case=3, end=0)
+    memory = ending(Attempt(), -9, True, RESOURCES, deadlines)
+    assert "more than its memory limit of 2 GiB" in memory.message and not memory.from_outside
+    outside = ending(Attempt(), -9, False, RESOURCES, deadlines)
+    assert outside.from_outside and "killed from outside" in outside.message
+    assert "used up its 60 s of CPU time" in ending(Attempt(), 128 + 24, False, RESOURCES, deadlines).message
+    assert "exited with code 1" in ending(Attempt(), 1, False, RESOURCES, deadlines).message
 
 
 def test_cases_that_differ_only_in_values_are_traced_once():
     """Does the export worker trace one program per distinct abstract signature (problem2's
     routings differ only in their input values), sending its artifact for every such case,
     while a case with other shapes is traced again?"""
-    from assignments.export_worker import export_part
+    from graders.sandboxed.export import export_part
 
     traced, events = [], []
 

@@ -3,101 +3,126 @@
 nbgrader's usual autograde runs the student's notebook in an ordinary kernel, as the
 grader's user, where any cell could patch the kit on disk or leave a process behind. This
 course's pipeline (`nbgrader_config.py`) has no `Execute` step: `FillGradeCells` grades the
-submitted code with the hidden graders, in their sandbox, and writes each grade cell's
+submitted code with the hidden graders (in nbgrader's own process; student code runs only in
+their sandbox), with the course's limits (`grading_config.py`), and writes each grade cell's
 message and score. nbgrader's `SaveAutoGrades` then reads a number as partial credit.
+A submission that is not a regular file (a link to the instructor's solutions, say) or that
+holds links is refused: every grade cell says so, with 0, and nothing the links name is kept.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import nbformat
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Integer
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def grade_notebook(nb, assignment: str, timeout: int) -> dict:
-    """Run the graders on a notebook object; returns the Gradescope-format result."""
-    with tempfile.TemporaryDirectory(prefix="nbgrader-grade-") as tmp:
-        path = os.path.join(tmp, "submission.ipynb")
-        out = os.path.join(tmp, "results.json")
-        nbformat.write(nb, path)
-        proc = subprocess.run(
-            [sys.executable, "-m", "graders", path, "--assignment", assignment, "-o", out, "--quiet"],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout,
-        )
-        if proc.returncode != 0 or not os.path.exists(out):
-            tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
-            raise RuntimeError(f"the graders failed on this notebook: {tail[0]}")
-        with open(out) as f:
-            return json.load(f)
+from ..files import NotASubmission, check_submission
+from ..results import PartResult
 
 
-def grade_cell_outputs(test: dict | None, missing: str, execution_count: int = 1) -> list:
-    """A grade cell's outputs for one graded function's result (Gradescope's test dict): its
-    message on stdout and its score as the cell's value, which nbgrader's SaveAutoGrades
-    reads as partial credit. The one place grade cells are written (autograde, the batch)."""
-    text, score = (test["output"], test["score"]) if test else (missing, 0)
+def grade_cell_outputs(part: PartResult | None, missing: str, execution_count: int = 1) -> list:
+    """A grade cell's outputs for one graded function's result: its message on stdout and its
+    score as the cell's value, which nbgrader's SaveAutoGrades reads as partial credit. The
+    one place grade cells are written (autograde, the batch)."""
+    text, score = (part.output, part.score) if part else (missing, 0)
     return [nbformat.v4.new_output("stream", name="stdout", text=text + "\n"),
             nbformat.v4.new_output("execute_result", data={"text/plain": repr(float(score))},
                                    execution_count=execution_count)]
 
 
+def links_in(folder: str) -> list[str]:
+    """Everything under `folder` that is not a regular file or a folder (links first of all)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if os.path.islink(path) or not (os.path.isdir(path) or os.path.isfile(path)):
+                found.append(path)
+    return found
+
+
 class FillGradeCells(NbGraderPreprocessor):
     """Replace each autograded test cell's outputs with the trusted grader's verdict."""
 
-    timeout = Integer(1800, help="Seconds the graders may take for one notebook.").tag(config=True)
-
     def preprocess(self, nb, resources):
-        assignment = resources["nbgrader"]["assignment"]
+        info = resources["nbgrader"]
         try:
-            graded = grade_notebook(nb, assignment, self.timeout)
-            tests = {t["name"]: t for t in graded["tests"]}
+            refused = self.refusal(info)
+            if refused:
+                nb.cells = [nbformat.v4.new_markdown_cell(f"**Not graded:** {refused}")]
+                raise NotASubmission(refused)
+            parts = {p.name: p for p in self.grade(nb, info["assignment"]).parts}
             failure = None
         except Exception as e:  # the grade cells get a clear zero, the batch goes on
-            tests, failure = {}, str(e)
-            self.log.error("grading %s failed: %s", resources["nbgrader"].get("student"), e)
+            parts, failure = {}, str(e)
+            self.log.error("grading %s failed: %s", info.get("student"), e)
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
                 continue
             cell.outputs = grade_cell_outputs(
-                tests.get(meta.get("grade_id")), failure or f"no grader result for {meta.get('grade_id')!r}",
+                parts.get(meta.get("grade_id")), failure or f"no grader result for {meta.get('grade_id')!r}",
                 cell.get("execution_count") or 1)
-        self.restore_deleted_test_cells(nb, resources, tests)
+        self.restore_deleted_test_cells(nb, resources, parts, failure)
         return nb, resources
 
-    def restore_deleted_test_cells(self, nb, resources, tests: dict) -> None:
+    def grade(self, nb, assignment: str):
+        """The graders' result for the notebook (as the sanitizing steps left it)."""
+        from ..run import grade
+        from ..settings import Limits
+
+        with tempfile.TemporaryDirectory(prefix="nbgrader-grade-") as tmp:
+            path = os.path.join(tmp, "submission.ipynb")
+            nbformat.write(nb, path)
+            return grade(path, assignment, limits=Limits(config=self.config))
+
+    def refusal(self, info: dict) -> str | None:
+        """Why the student's submitted files cannot be graded (a link, a FIFO, ...), or None.
+        Copies nbgrader already made of linked files are removed, so feedback never holds them."""
+        coursedir = CourseDirectory(config=self.config)
+        submitted = coursedir.format_path(coursedir.submitted_directory, ".", ".")
+        folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
+        try:
+            check_submission(os.path.join(folder, info["notebook"] + ".ipynb"), trusted=submitted)
+        except NotASubmission as e:
+            return str(e)
+        links = links_in(folder)
+        if not links:
+            return None
+        autograded = coursedir.format_path(coursedir.autograded_directory, info["student"], info["assignment"])
+        for link in links:
+            copy = os.path.join(autograded, os.path.relpath(link, folder))
+            if os.path.lexists(copy) and not os.path.isdir(copy):
+                os.remove(copy)
+        names = ", ".join(os.path.relpath(link, folder) for link in links[:5])
+        return (f"the submission holds {len(links)} link(s) or special file(s) ({names}): only regular "
+                f"files are graded; hand in the notebook itself")
+
+    def restore_deleted_test_cells(self, nb, resources, parts: dict, failure: str | None) -> None:
         """A test cell the student deleted gets its grade all the same (the graders judge the
         function, not the cell; `python -m graders.batch` does the same): a locked cell is put
         back at the end, holding the verdict, for SaveAutoGrades to read. (nbgrader's own
         OverwriteCells.add_missing_cells fails on notebooks with duplicated cells.)"""
-        present = {cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells}
-        missing = [name for name in tests if name not in present]
-        if not missing:
-            return
         from nbgrader.api import Gradebook, MissingEntry
 
         info = resources["nbgrader"]
+        present = {cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells}
         with Gradebook(info["db_url"]) as gb:
-            for name in missing:
+            expected = [c.name for c in gb.find_notebook(info["notebook"], info["assignment"]).grade_cells]
+            for name in (n for n in expected if n not in present):
                 try:
                     source = gb.find_grade_cell(name, info["notebook"], info["assignment"])
                 except MissingEntry:
                     continue
                 if source.cell_type != "code":
                     continue
-                test = tests[name]
                 cell = nbformat.v4.new_code_cell(
                     f"# The test cell {name!r} was missing from the submission; the graders "
                     f"judged {name} itself.")
                 cell.metadata["nbgrader"] = {"grade": True, "grade_id": name, "locked": True,
                                              "points": source.max_score, "schema_version": 3,
                                              "solution": False, "task": False}
-                cell.outputs = grade_cell_outputs(test, "")
+                cell.outputs = grade_cell_outputs(parts.get(name), failure or f"no grader result for {name!r}")
                 nb.cells.append(cell)

@@ -1,11 +1,11 @@
-"""Route 5: hijack a judge that waits for its request. The graders start the judges while the
-export still runs (at its first artifact), and each sits waiting for its request on stdin. This
-submission's first trace returns quickly, so that the judges start; then, while it keeps the
-export busy, a thread looks for every process it can see that is not part of its own export
-and writes a well-formed judge request into its stdin: every case judged on all-zero inputs
-(mesh 1x1), with an artifact returning zeros, which is the right answer there. Reaching one
-waiting judge would be full marks with nothing solved. It solves nothing itself, and reports
-what it reached in its error message."""
+"""Route 5: hijack a judge that waits for its jobs. The graders start the judges while the
+export still runs (at its first artifact), and each waits for its jobs on stdin, one line at a
+time. This submission's first trace returns quickly, so that the judges start; then, while it
+keeps the export busy, a thread looks for every process it can see that is not part of its own
+export and writes well-formed judge lines into its stdin (a header, then every case judged on
+all-zero inputs, mesh 1x1, with an artifact returning zeros, which is the right answer there).
+Reaching one waiting judge would be full marks with nothing solved. It solves nothing itself,
+and reports what it reached in its error message."""
 import glob
 import os
 import threading
@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from assignments.protocol import encode_bytes, encode_tree, request_text
+from graders.sandboxed.protocol import encode_bytes, encode_tree, job_text, request_text
 
 reached = {"seen": set(), "written": set()}
 
@@ -28,7 +28,7 @@ def _forged_request() -> str:
              "case": {"mesh": [1, 1], "sizes": {"S": 8, "D": 4}, "statics": {}},
              "inputs": [encode_tree(zeros)], "artifact": encode_bytes(bytes(artifact))}
             for i in range(6)]
-    return request_text("judge", assignment="problem1", jobs=jobs, skip=[]) + "\n"
+    return request_text("judge", assignment="problem1") + "".join(job_text(job) for job in jobs)
 
 
 def _hijack():
@@ -47,7 +47,7 @@ def _hijack():
             try:
                 with open(f"{entry}/fd/0", "w") as stdin:
                     stdin.write(forged)
-                reached["written"].add((pid, b"judge_worker" in cmdline))
+                reached["written"].add((pid, b"sandboxed.judge" in cmdline))
             except OSError:
                 pass
         time.sleep(0.1)

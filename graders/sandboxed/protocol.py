@@ -1,8 +1,12 @@
 """The grading protocol: what the grading process and its sandboxed workers say to each other.
 
-Both workers (the export worker, which runs student code, and the judge, which runs programs
-compiled from it) read one request as JSON on stdin and answer with one JSON object per line
-on stdout. Both sides import this module, so the message shapes live here once.
+Both workers speak JSON lines: requests on stdin, one event per line on stdout.
+- The export worker (which runs student code) reads one request line: the submission and
+  every case to export.
+- The judge (which runs programs compiled from it) reads a header line naming the
+  assignment, then one job line per case as the parent sends them (each as soon as the
+  export produced its artifact), until its stdin closes.
+Both sides import this module, so the message shapes live here once.
 
 Nothing a worker writes is trusted: the export worker's process runs student code, which can
 write anything to any file descriptor it has, and the judge runs student-made programs.
@@ -19,7 +23,7 @@ import json
 import math
 from typing import Any
 
-VERSION = 1
+VERSION = 2
 """Bumped whenever a request or an event changes shape; a worker refuses another version."""
 
 MAX_TEXT = 2000
@@ -87,16 +91,44 @@ def decode_tree(value, limit: int = MAX_ARTIFACT_BYTES):
 
 
 def request_text(kind: str, **fields) -> str:
-    return json.dumps({"version": VERSION, "kind": kind, **fields})
+    """A request line (the export's whole request, or the judge's header)."""
+    return json.dumps({"version": VERSION, "kind": kind, **fields}) + "\n"
 
 
-def read_request(text: str, kind: str) -> dict:
+def job_text(job: dict) -> str:
+    """One judge job line."""
+    return json.dumps(job) + "\n"
+
+
+class ProtocolMismatch(RuntimeError):
+    """A worker was given a request of another kind or version (a kit installed twice?)."""
+
+
+def read_request(line: str, kind: str) -> dict:
     """A worker's check of the request it was given (from the trusted parent)."""
-    request = json.loads(text)
+    request = json.loads(line)
     if request.get("version") != VERSION or request.get("kind") != kind:
-        raise SystemExit(f"protocol mismatch: this worker speaks {kind} version {VERSION}, "
-                         f"got {request.get('kind')} version {request.get('version')}")
+        raise ProtocolMismatch(f"protocol mismatch: this worker speaks {kind} version {VERSION}, "
+                               f"got {request.get('kind')} version {request.get('version')}")
     return request
+
+
+def event_channel(silence: tuple[int, ...]):
+    """A worker's side of the channel: `emit(**event)` writes one JSON line to the original
+    stdout; the file descriptors in `silence` then lead to /dev/null, so nothing else
+    written there (prints, C-level chatter) can corrupt the stream."""
+    import os
+
+    events = os.fdopen(os.dup(1), "w", buffering=1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in silence:
+        os.dup2(devnull, fd)
+
+    def emit(**event):
+        events.write(json.dumps(event) + "\n")
+        events.flush()
+
+    return emit
 
 
 # --- validation of events (parent side) ------------------------------------------------------
@@ -226,10 +258,11 @@ def _judge_case(event: dict, known: set[str]) -> dict:
              "values_ok": _flag(event.get("values_ok"), "values_ok"),
              "rule_ok": _flag(event.get("rule_ok"), "rule_ok"),
              "problems": _texts(event.get("problems"), "problems"),
+             "ran": _flag(event.get("ran"), "ran"),
              "analysis": None}
     analysis = event.get("analysis")
     if analysis is not None:
-        from .hlo import ProgramAnalysis
+        from assignments.hlo import ProgramAnalysis
 
         try:
             clean["analysis"] = ProgramAnalysis.from_json(analysis)

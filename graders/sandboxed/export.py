@@ -1,12 +1,13 @@
-"""The grading child process: run a submission, export each graded function as an artifact.
+"""The export worker: run a submission, export each graded function as an artifact.
 
 Started by the graders in their sandbox (`graders.sandbox`), never imported by them. It
 reads its request (the submission's text and the cases) on stdin, executes the student's
 notebook or module, then for each requested case traces the function with abstract inputs
 (`jax.ShapeDtypeStruct` carrying the sharding) and serializes it with `jax.export`. It never
-sees hidden input values (except the inputs of a part graded eagerly, which it must call).
-Each result goes to the parent as one JSON line on stdout (`assignments.protocol`), artifact
-bytes included, so a parent that has to kill this process loses nothing already done.
+sees a hidden input value: a part graded eagerly (called on concrete arrays) gets inputs
+drawn from a public seed, which hide nothing. Each result goes to the parent as one JSON
+line on stdout (`graders.sandboxed.protocol`), artifact bytes included, so a parent that has
+to kill this process loses nothing already done.
 """
 from __future__ import annotations
 
@@ -23,12 +24,22 @@ import signal
 import sys
 import traceback
 
+from .protocol import decode_tree, encode_array, encode_bytes, event_channel, read_request
+
 BLOCKED_MODULES = ("graders", "solutions")
+"""Packages a submission may not import (in the sandbox they are not there at all; this
+also holds when grading runs without one). `graders.sandboxed`, this worker's own package,
+is the exception (its modules are loaded before the submission runs)."""
+
+
+def _blocked(name: str) -> bool:
+    return (name.split(".")[0] in BLOCKED_MODULES and name != __package__
+            and not name.startswith(__package__ + "."))
 
 
 class _BlockHiddenModules(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in BLOCKED_MODULES:
+        if _blocked(name):
             raise ImportError(f"{name!r} is not available to submissions")
         return None
 
@@ -192,26 +203,11 @@ class Exporter:
         return self.sds(tuple(arg["shape"]), arg["dtype"], sharding=self.named(mesh, spec))
 
     def eager_report(self, fn, case: dict, inputs: list) -> dict:
-        """Call `fn` eagerly on single-device copies of `inputs` and describe what it
-        returned: shape, dtype, and each shard's device, index and data. The judge checks
-        the shards against the hidden input, so a forged report must contain exactly what a
-        right answer places where: it gains nothing over writing the function."""
-        import jax
-        import numpy as np
+        """Call `fn` eagerly on `inputs` and describe what it returned (the shards of its
+        result, for the judge to check against the inputs)."""
+        from assignments.evaluate import eager_report
 
-        mesh = self.mesh(case)
-        out = fn(*[jax.device_put(np.asarray(x), jax.devices()[0]) for x in inputs],
-                 mesh=mesh, **case["statics"])
-        if not isinstance(out, jax.Array):
-            return {"type": type(out).__name__}
-        shards = []
-        for shard in out.addressable_shards[:64]:
-            index = [[s.start or 0, s.stop if s.stop is not None else n]
-                     for s, n in zip(shard.index, out.shape)]
-            shards.append({"device": shard.device.id, "index": index,
-                           "data": np.asarray(shard.data)})
-        return {"type": "Array", "shape": list(out.shape), "dtype": str(out.dtype),
-                "sharding": str(out.sharding)[:300], "shards": shards}
+        return eager_report(fn, self.mesh(case), case["statics"], inputs)
 
     def __call__(self, fn, case: dict) -> bytes:
         mesh = self.mesh(case)
@@ -219,22 +215,6 @@ class Exporter:
         keywords = {"mesh": mesh} if case.get("takes_mesh", True) else {}
         jitted = self.jit(functools.partial(fn, **keywords, **case["statics"]))
         return bytes(self.export(jitted)(*specs).serialize())
-
-
-def event_channel(silence: tuple[int, ...]):
-    """The worker protocol's channel: `emit(**event)` writes one JSON line to the original
-    stdout; the file descriptors in `silence` then lead to /dev/null, so nothing else
-    written there (prints, C-level chatter) can corrupt the stream."""
-    events = os.fdopen(os.dup(1), "w", buffering=1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for fd in silence:
-        os.dup2(devnull, fd)
-
-    def emit(**event):
-        events.write(json.dumps(event) + "\n")
-        events.flush()
-
-    return emit
 
 
 def _not_implemented_message(exc: NotImplementedError, part: dict) -> str:
@@ -257,16 +237,10 @@ def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float
     try:
         with time_limit(timeout):
             if part.get("eager"):
-                from .protocol import decode_tree
-
-                from .protocol import encode_array
-
                 report = export_case.eager_report(fn, case, [decode_tree(x) for x in case["inputs"]])
                 for shard in report.get("shards", []):
                     shard["data"] = encode_array(shard["data"])
                 return {"status": "ok", "report": report}
-            from .protocol import encode_bytes
-
             return {"status": "ok", "artifact": encode_bytes(export_case(fn, case))}
     except NotImplementedError as e:
         return {"status": "error", "message": _not_implemented_message(e, part)}
@@ -310,15 +284,13 @@ def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, t
 
 
 def main() -> int:
-    from .protocol import read_request
-
-    request = read_request(sys.stdin.read(), "export")
+    request = read_request(sys.stdin.readline(), "export")
     # Events go to the parent on the original stdout; everything else written to fd 1 or 2
     # (student prints, C-level output) goes nowhere.
     emit = event_channel(silence=(1, 2))
     sys.meta_path.insert(0, _BlockHiddenModules())
-    for name in BLOCKED_MODULES:
-        sys.modules.pop(name, None)
+    for name in [n for n in sys.modules if _blocked(n)]:
+        del sys.modules[name]
 
     import time
 

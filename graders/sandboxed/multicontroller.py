@@ -1,7 +1,7 @@
 """One process of a multi-controller JAX runtime, run by `graders.distributed` in the graders'
 sandbox (it runs a program compiled from student code).
 
-Usage (inside the sandbox): python -c "from assignments.distributed_worker import main; main()" REQUEST.json
+Usage (inside the sandbox): python -c "from graders.sandboxed.multicontroller import main; main()" REQUEST.json
 """
 from __future__ import annotations
 

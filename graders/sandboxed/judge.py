@@ -1,14 +1,17 @@
-"""The judging child process: compile, inspect, run and compare exported artifacts.
+"""The judge: compile, inspect, run and compare exported artifacts.
 
 It runs programs made by student code, which may loop forever, exhaust memory, or be any
 bytes a submission chose; so it runs in the same sandbox as the export worker
-(`graders.sandbox`), with no access to the graders or the hidden secret. The grading parent
-sends it each case's artifact (or an eager part's report) and hidden inputs on stdin; it
-answers with one JSON line per case (`assignments.protocol`).
+(`graders.sandbox`), with no access to the graders or the hidden secret. It reads a header
+line, then one job per line (a case's artifact, or an eager part's report, and its hidden
+inputs) as the parent sends them, each as soon as the export produced it, and answers each
+with one JSON line (`graders.sandboxed.protocol`), until its stdin closes. Its messages never
+quote a value of the hidden inputs, and it reports no array data.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import time
 
@@ -36,8 +39,8 @@ def compile_artifact(part, case, artifact: bytes, arrays):
     mesh and input placement. Raises ValueError for a program the graders do not run."""
     import jax
 
-    from .contract import program_ops
-    from .evaluate import make_mesh, place
+    from assignments.contract import program_ops
+    from assignments.evaluate import make_mesh, place
 
     key = (hashlib.sha256(artifact).hexdigest(), tuple(case.mesh), part.axis_types,
            tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves(arrays)))
@@ -56,8 +59,8 @@ def compile_artifact(part, case, artifact: bytes, arrays):
 
 def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
     """Compile (or reuse), inspect, run and compare one exported case."""
-    from .contract import CaseResult
-    from .evaluate import evaluate_compiled
+    from assignments.contract import CaseResult
+    from assignments.evaluate import evaluate_compiled
 
     t0 = time.perf_counter()
     try:
@@ -68,7 +71,7 @@ def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
         return CaseResult.failed(case, f"the exported program could not be compiled: "
                                        f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
     t1 = time.perf_counter()
-    result = evaluate_compiled(part, case, mesh, compiled, text, arrays)
+    result = evaluate_compiled(part, case, mesh, compiled, text, arrays, show_values=False)
     timings["judge: deserialize and compile"] = timings.get("judge: deserialize and compile", 0) + t1 - t0
     timings["judge: inspect, run and compare"] = (timings.get("judge: inspect, run and compare", 0)
                                                   + time.perf_counter() - t1)
@@ -76,8 +79,9 @@ def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
 
 
 def judge_job(assignment, job: dict, timings: dict):
-    from .contract import Case
-    from .evaluate import evaluate_eager_report, make_mesh
+    from assignments.contract import Case
+    from assignments.evaluate import evaluate_eager_report, make_mesh
+
     from .protocol import decode_array, decode_bytes, decode_tree
 
     part = assignment.part(job["part"])
@@ -92,27 +96,24 @@ def judge_job(assignment, job: dict, timings: dict):
 
 
 def main() -> int:
-    from .export_worker import event_channel
+    from .protocol import event_channel, read_request
 
     emit = event_channel(silence=(1,))  # XLA's own chatter must not corrupt the event stream
-    from .contracts import get_assignment
-    from .devices import setup_devices
-    from .protocol import read_request
+    from assignments.contracts import get_assignment
+    from assignments.devices import setup_devices
 
-    # JAX and its devices start before the request is read: the grader starts judges while
+    # JAX and its devices start before the header is read: the grader starts judges while
     # the export still runs, and their start-up overlaps it.
     setup_devices(8)
-    request = read_request(sys.stdin.read(), "judge")
-    assignment = get_assignment(request["assignment"])
+    header = read_request(sys.stdin.readline(), "judge")
+    assignment = get_assignment(header["assignment"])
     timings: dict[str, float] = {}
-    skip = set(request.get("skip", []))
-    for job in request["jobs"]:
-        if job["id"] in skip:
-            continue
+    for line in sys.stdin:  # one job per line, as the export produces them, until EOF
+        job = json.loads(line)
         emit(event="start", id=job["id"])
         result = judge_job(assignment, job, timings)
         emit(event="case", id=job["id"], values_ok=result.values_ok, rule_ok=result.rule_ok,
-             problems=result.problems,
+             problems=result.problems, ran=result.ran,
              analysis=None if result.analysis is None else result.analysis.to_json())
     emit(event="finished", timings=timings)
     return 0

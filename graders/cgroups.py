@@ -1,0 +1,195 @@
+"""A control group per sandboxed worker: a bound on all of its memory, and on its processes.
+
+An rlimit bounds one process's address space, but memory a sandbox holds in a tmpfs (its
+`/tmp`, `/dev/shm`), in a memfd or in System V shared memory belongs to no process: only the
+kernel's memory controller charges those pages to the group of processes that made them. So
+each worker starts inside a cgroup of its own, made beneath the grader's own cgroup (never
+elsewhere in the hierarchy), with
+- cgroup v2: `memory.max`, `memory.swap.max` = 0 and `pids.max`;
+- cgroup v1: `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, when swap is
+  accounted) in the `memory` hierarchy and `pids.max` in the `pids` one.
+The worker joins it before it runs anything (a shell prefix writes its own pid into the
+group, then execs the sandbox), so everything it starts is inside. A worker that needs more
+is killed by the kernel inside its group (never a neighbour), and `oom_kills` says so.
+
+Where no cgroup can be made (not root under cgroup v1, no memory controller, a container that
+forbids it), `WorkerCgroup.create` returns None and `problem()` says why; the sandbox then
+relies on its fallback (sized tmpfs everywhere, read-only /dev, System V limits, rlimits).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import os
+import signal
+import time
+
+log = logging.getLogger(__name__)
+ROOT = "/sys/fs/cgroup"
+_names = itertools.count()
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per hierarchy: {"memory": "/a/b", "pids": "/", "": "/x"}
+    ("" is the cgroup v2 unified hierarchy)."""
+    found = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                found[controller] = path
+    return found
+
+
+def _v1_folder(controller: str, own: dict[str, str]) -> str | None:
+    folder = os.path.join(ROOT, controller)
+    if controller in own and os.path.isfile(os.path.join(folder, "cgroup.procs")):
+        return os.path.join(folder, own[controller].lstrip("/"))
+    return None
+
+
+def _v2_folder(own: dict[str, str]) -> str | None:
+    for mount in (ROOT, os.path.join(ROOT, "unified")):
+        controllers = os.path.join(mount, "cgroup.controllers")
+        if "" in own and os.path.isfile(controllers):
+            with open(controllers) as f:
+                if "memory" in f.read().split():
+                    return os.path.join(mount, own[""].lstrip("/"))
+    return None
+
+
+def _write(path: str, value) -> None:
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+def _read_number(path: str, key: str | None = None) -> int | None:
+    """A number from a cgroup file: the whole file, or the line `key N` of a keyed file."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    if key is None:
+        return int(text.strip()) if text.strip().isdigit() else None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+class WorkerCgroup:
+    """The cgroup(s) of one sandboxed worker: made by `create`, joined through `command`,
+    read with `oom_kills` and `peak_bytes`, removed by `close`."""
+
+    def __init__(self, version: int, folders: dict[str, str], memory_bytes: int):
+        self.version, self.folders, self.memory_bytes = version, folders, memory_bytes
+
+    @classmethod
+    def create(cls, memory_bytes: int, processes: int) -> "WorkerCgroup | None":
+        """A new cgroup (beneath this process's own) bounding memory and processes, or None
+        when none can be made here (`problem()` says why)."""
+        if problem() is not None:
+            return None
+        name = f"scaling-jax-kit-{os.getpid()}-{next(_names)}"
+        try:
+            return _make(name, memory_bytes, processes)
+        except OSError as e:
+            log.warning("no cgroup for a worker (%s); the sandbox's fallback bounds apply", e)
+            return None
+
+    def command(self, command: list[str]) -> list[str]:
+        """`command`, first moving its own process into this cgroup (so all it starts is in)."""
+        procs = [os.path.join(folder, "cgroup.procs") for folder in self.folders.values()]
+        join = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"'
+        return ["sh", "-c", join, "sh", str(len(procs)), *procs, *command]
+
+    def oom_kills(self) -> int:
+        """Processes the kernel killed in this cgroup for going over its memory limit."""
+        memory = self.folders["memory"]
+        if self.version == 2:
+            return _read_number(os.path.join(memory, "memory.events"), "oom_kill") or 0
+        return _read_number(os.path.join(memory, "memory.oom_control"), "oom_kill") or 0
+
+    def peak_bytes(self) -> int | None:
+        """The most memory the worker held at once, everything charged to it included."""
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        return _read_number(os.path.join(self.folders["memory"], name))
+
+    def close(self) -> None:
+        """Kill whatever is left in the cgroup and remove it."""
+        for folder in dict.fromkeys(self.folders.values()):
+            for _ in range(50):
+                try:
+                    with open(os.path.join(folder, "cgroup.procs")) as f:
+                        pids = [int(p) for p in f.read().split()]
+                    for pid in pids:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    os.rmdir(folder)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # busy: processes still exiting
+                    time.sleep(0.02)
+            else:
+                log.warning("could not remove cgroup %s", folder)
+
+
+def _make(name: str, memory_bytes: int, processes: int) -> WorkerCgroup:
+    own = _own_cgroups()
+    v2 = _v2_folder(own)
+    if v2 is not None:
+        folder = os.path.join(v2, name)
+        os.mkdir(folder)
+        cgroup = WorkerCgroup(2, {"memory": folder, "pids": folder}, memory_bytes)
+        try:
+            _write(os.path.join(folder, "memory.max"), memory_bytes)
+            _write(os.path.join(folder, "memory.swap.max"), 0)
+            if os.path.exists(os.path.join(folder, "pids.max")):
+                _write(os.path.join(folder, "pids.max"), processes)
+        except OSError:
+            cgroup.close()
+            raise
+        return cgroup
+    folders = {c: os.path.join(_v1_folder(c, own), name) for c in ("memory", "pids") if _v1_folder(c, own)}
+    for folder in folders.values():
+        os.mkdir(folder)
+    cgroup = WorkerCgroup(1, folders, memory_bytes)
+    try:
+        _write(os.path.join(folders["memory"], "memory.limit_in_bytes"), memory_bytes)
+        memsw = os.path.join(folders["memory"], "memory.memsw.limit_in_bytes")
+        if os.path.exists(memsw):  # swap accounted: no swapping out of the limit either
+            _write(memsw, memory_bytes)
+        if "pids" in folders:
+            _write(os.path.join(folders["pids"], "pids.max"), processes)
+    except OSError:
+        cgroup.close()
+        raise
+    return cgroup
+
+
+@functools.lru_cache(maxsize=1)
+def problem() -> str | None:
+    """Why no worker cgroup can be made here, or None when one can (tried once)."""
+    try:
+        own = _own_cgroups()
+    except OSError:
+        return "this system has no cgroups (/proc/self/cgroup)"
+    v2, v1 = _v2_folder(own), _v1_folder("memory", own)
+    if v2 is None and v1 is None:
+        return "no cgroup hierarchy with a memory controller is mounted"
+    parent = v2 or v1
+    if not os.access(parent, os.W_OK):
+        return (f"the grader may not make cgroups beneath its own ({parent}): run the graders as "
+                f"root, or in a cgroup delegated to their user")
+    try:
+        probe = _make(f"scaling-jax-kit-probe-{os.getpid()}", 64 * 2**20, 16)
+    except OSError as e:
+        return f"making a cgroup beneath {parent} failed ({e.strerror or e})"
+    probe.close()
+    return None

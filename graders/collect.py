@@ -1,0 +1,68 @@
+"""Collecting submissions into nbgrader's `submitted/` without following links.
+
+nbgrader copies what students hand in with `shutil.copytree` and `shutil.copy`, which follow
+symbolic links: a link a student leaves in the exchange's inbound folder (or in an LMS
+archive) would be collected as a copy of whatever it names that the instructor can read (the
+course's secret, the solutions), and autograde and feedback would carry that copy back to the
+student. `nbgrader_config.py` replaces the two steps that take files from outside:
+- `CollectRegularFiles` (`nbgrader collect`): collects regular files and folders only;
+- `ExtractRegularFiles` (`nbgrader zip_collect`): extracts and copies regular files only.
+Everything left out is logged as a warning, naming the student's file.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+from nbgrader.exchange.default import ExchangeCollect
+from nbgrader.plugins import ExtractorPlugin
+from nbgrader.utils import ignore_patterns, unzip
+
+
+def _not_regular(folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if os.path.islink(os.path.join(folder, n))
+            or not (os.path.isfile(os.path.join(folder, n)) or os.path.isdir(os.path.join(folder, n)))}
+
+
+class CollectRegularFiles(ExchangeCollect):
+    """nbgrader's collect, copying regular files and folders only (links left out)."""
+
+    def do_copy(self, src, dest, log=None):
+        nbgrader_ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                          max_file_size=self.coursedir.max_file_size, log=self.log)
+
+        def ignore(folder, names):
+            refused = _not_regular(folder, names)
+            for name in sorted(refused):
+                self.log.warning("Not collected: %s is a link or special file (only regular files are graded)",
+                                 os.path.join(folder, name))
+            return refused | set(nbgrader_ignore(folder, names))
+
+        dir_size = self.get_size(src)
+        if dir_size > 1000 * self.coursedir.max_dir_size:
+            raise RuntimeError(f"Directory size is too big. Size is {dir_size}, maximum size is "
+                               f"{1000 * self.coursedir.max_dir_size}")
+        shutil.copytree(src, dest, symlinks=True, ignore=ignore)
+
+
+class ExtractRegularFiles(ExtractorPlugin):
+    """nbgrader's zip_collect extraction, keeping regular files only: a link in the
+    downloaded folder is not copied, and one an archive held (tar keeps them) is removed."""
+
+    def extract(self, archive_path: str, extracted_path: str) -> None:
+        for root, dirs, files in os.walk(archive_path):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+            extract_to = os.path.normpath(os.path.join(extracted_path, os.path.relpath(root, archive_path)))
+            os.makedirs(extract_to, exist_ok=True)
+            for name in files:
+                path = os.path.join(root, name)
+                if name in _not_regular(root, [name]):
+                    self.log.warning("Not collected: %s is a link or special file", path)
+                elif os.path.splitext(name)[1] in self.zip_ext:
+                    unzip(path, extract_to, zip_ext=self.zip_ext, create_own_folder=True, tree=True)
+                else:
+                    shutil.copy(path, os.path.join(extract_to, name))
+        for root, dirs, files in os.walk(extracted_path):
+            for name in sorted(_not_regular(root, dirs + files)):
+                self.log.warning("Removed %s: an archive held a link or special file", os.path.join(root, name))
+                os.unlink(os.path.join(root, name))

@@ -1,0 +1,152 @@
+"""Files the graders read and write: submissions only as regular files, results atomically,
+spreadsheets without formulas.
+
+A submission reaches the graders through many routes (`python -m graders`, a folder given to
+`graders.batch`, nbgrader's `submitted/`, Gradescope's `submission/`, a Dask task, an LMS
+archive), and on each one it is hostile: a symbolic link to the course's secret or to the
+instructor's solutions, a FIFO that never ends, a device. `read_submission` opens it without
+following any link, from a trusted folder down to the file, and reads it only if it is a
+regular file: anything else is refused, and nothing it names is ever read.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import stat
+
+MAX_SUBMISSION_BYTES = 32 * 2**20
+"""A larger file is not graded (notebooks with big outputs stay far below this)."""
+
+
+class NotASubmission(ValueError):
+    """A path that is not a regular file reached without links (a link, a FIFO, a device,
+    a folder, nothing, or too large); its message says what it is and what to hand in."""
+
+
+_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device",
+          stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def _kind(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def _open_beneath(path: str, trusted: str | None) -> int:
+    """A file descriptor of `path`, opened from `trusted` (a folder it lies in) down, with no
+    link followed on the way; with no `trusted` folder, only the file itself must not be a link."""
+    path = os.path.abspath(path)
+    start = os.path.abspath(trusted) if trusted else os.path.dirname(path)
+    relative = os.path.relpath(path, start)
+    if relative.startswith(".."):
+        raise NotASubmission(f"{path} is not inside {start}")
+    parts = relative.split(os.sep)
+    fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            try:
+                child = os.open(part, flags, dir_fd=fd)
+            except OSError as e:
+                where = os.path.join(start, *parts[:i + 1])
+                try:
+                    what = _kind(os.lstat(where).st_mode)
+                except OSError:
+                    what = "missing"
+                raise NotASubmission(f"{where} is {what}: only regular files are graded, never "
+                                     f"what a link points to") from e
+            os.close(fd)
+            fd = child
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_submission(path: str, trusted: str | None = None) -> None:
+    """Raise `NotASubmission` unless `path` is a regular file reached without links (from the
+    folder `trusted` down, when given). Nothing is read."""
+    fd = _open_beneath(path, trusted)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotASubmission(f"{path} is {_kind(mode)}: only regular files are graded")
+    finally:
+        os.close(fd)
+
+
+def read_submission(path: str, trusted: str | None = None, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
+    """The bytes of the submission at `path`, if it is a regular file reached without links
+    (from the folder `trusted` down, when given) and at most `limit` bytes; `NotASubmission`
+    otherwise."""
+    fd = _open_beneath(path, trusted)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotASubmission(f"{path} is {_kind(info.st_mode)}: only regular files are graded")
+        too_large = NotASubmission(f"{path} is larger than {limit // 2**20} MiB; clear the notebook's "
+                                   f"outputs (Edit > Clear Outputs of All Cells) and hand it in again")
+        if info.st_size > limit:
+            raise too_large
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(info.st_size + 1)
+            if len(data) > limit or f.read(1):  # it grew while being read
+                raise too_large
+        return data
+    finally:
+        os.close(fd)
+
+
+def is_regular_file(path: str) -> bool:
+    """Whether `path` itself is a regular file (not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` so that a reader (or a rerun after a crash) sees the old file
+    or the new one, never half of one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list)."""
+
+
+def safe_cell(value):
+    """A CSV cell a spreadsheet shows as text: one that starts like a formula gets a `'`."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_text(header: list[str], rows: list[dict]) -> str:
+    """A CSV table (every text cell neutralized: `safe_cell`)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header)
+    writer.writeheader()
+    writer.writerows({k: safe_cell(v) for k, v in row.items()} for row in rows)
+    return buffer.getvalue()

@@ -1,0 +1,454 @@
+"""Supervising a sandboxed worker: start it, feed it, read and validate what it says, stop it
+when a deadline passes or it breaks the protocol, and decide whom each failure costs.
+
+Two ways to feed a worker:
+- `run_worker`: one request, written whole (the export worker: the submission and its cases);
+- `run_stream`: a header, then one job at a time as they arrive from a `JobStream` (a judge:
+  each artifact as soon as the export produced it, so compiling overlaps tracing).
+Either way a worker that dies or is stopped on a case costs that case (a strike for its
+function; after `max_strikes`, that function's other cases are not run), one killed from
+outside the sandbox is retried once, a new process takes over the cases left, and the
+submission's budget bounds everything. Every decision is logged (`graders.supervisor`).
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import queue
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .cgroups import WorkerCgroup
+from .sandbox import DEBUG_VARIABLE, Isolation, Resources, host_env, isolated, kill_user, limited
+from .sandboxed.protocol import MAX_LINE_BYTES, ProtocolError, read_event
+
+log = logging.getLogger(__name__)
+
+
+class Stop(enum.Enum):
+    """Why the supervisor stopped a worker."""
+
+    BUDGET = "the submission used up its grading budget"
+    CASE_TIMEOUT = "a case ran longer than its limit"
+    STALL = "no progress for too long"
+    VIOLATION = "it broke the grading protocol"
+
+
+@dataclass
+class Deadlines:
+    """How long a worker may take."""
+
+    stall: float
+    """Seconds without any event while it has work (a submission loading, a case running)."""
+    case: float
+    """Seconds from a case's start to its result."""
+    end: float
+    """time.monotonic() by which everything must be done (the submission's budget)."""
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """Where and how a grading's workers run."""
+
+    resources: Resources
+    isolation: Isolation
+    uid: int | None
+    """The uid the workers run as (a grading's own, as root), or None."""
+    cwd: str
+    function_of: dict[str, str]
+    """Case id -> the graded function it belongs to (strikes are counted per function)."""
+    max_strikes: int
+
+
+@dataclass
+class WorkerRun:
+    """What a worker reported, across restarts."""
+
+    results: dict[str, dict] = field(default_factory=dict)
+    """Case id -> its validated "case" event (or a failure made up here)."""
+    events: list[dict] = field(default_factory=list)
+    """Every other event, in order ("loaded", "finished", and "died" made up here)."""
+
+    def fail(self, ids, message: str) -> None:
+        for case_id in ids:
+            self.results.setdefault(case_id, failure(case_id, message))
+
+
+def failure(case_id: str, message: str) -> dict:
+    """A case's result made up by the supervisor (the worker never gave one)."""
+    return {"event": "case", "id": case_id, "status": "error", "message": message, "timed_out": False,
+            "values_ok": False, "rule_ok": False, "problems": [message], "ran": False, "analysis": None}
+
+
+# --- one worker process ------------------------------------------------------------------------
+
+
+class WorkerProcess:
+    """A worker started isolated and limited, in a memory cgroup of its own where one can be
+    made; it reads its request on stdin. `stop` makes sure it and all it started are gone."""
+
+    def __init__(self, command: list[str], setup: WorkerSetup):
+        full, where = isolated(command, setup.isolation, setup.uid, setup.resources, setup.cwd)
+        self.uid = setup.uid
+        self.cgroup = WorkerCgroup.create(setup.resources.memory_bytes, setup.resources.processes)
+        launch = limited(full, setup.resources)
+        if self.cgroup is not None:
+            launch = self.cgroup.command(launch)
+        debug = os.environ.get(DEBUG_VARIABLE)
+        self.popen = subprocess.Popen(launch, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=None if debug else subprocess.DEVNULL, cwd=where,
+                                      env=host_env(setup.isolation), start_new_session=True)
+        log.debug("started %s (pid %d, uid %s, cgroup %s)", command[-1][-60:], self.popen.pid,
+                  self.uid, self.cgroup and self.cgroup.folders.get("memory"))
+
+    def write(self, text: str) -> bool:
+        """Write to its stdin; False when it is gone."""
+        try:
+            self.popen.stdin.write(text.encode())
+            self.popen.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def close_input(self) -> None:
+        try:
+            self.popen.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def stop(self, ended_by_itself: bool) -> tuple[int, bool]:
+        """End it and everything it started: (its exit status, did its memory cgroup kill
+        something for going over the limit)."""
+        if ended_by_itself:
+            try:
+                self.popen.wait(timeout=10)  # its stdout closed: let it exit, to read its real status
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)  # bwrap is the PID namespace's parent: all go
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.popen.wait()
+        self.close_input()
+        self.popen.stdout.close()
+        if self.uid is not None:
+            kill_user(self.uid)
+        over_memory = False
+        if self.cgroup is not None:
+            over_memory = self.cgroup.oom_kills() > 0
+            self.cgroup.close()
+        return self.popen.returncode, over_memory
+
+    def abandon(self) -> None:
+        """Stop a worker started early that was never needed."""
+        if self.popen.returncode is None:
+            self.stop(False)
+
+
+# --- one attempt: reading a process's events --------------------------------------------------
+
+
+@dataclass
+class Attempt:
+    """One worker process's progress, as its events tell it."""
+
+    current: str | None = None
+    """The case it started and has not answered yet."""
+    case_started: float = 0.0
+    finished: bool = False
+    stop: Stop | None = None
+    """Why the supervisor stopped it (None: it ended by itself)."""
+    violation: str = ""
+    progressed: bool = False
+    """It answered at least one case."""
+
+    def apply(self, event: dict, run: WorkerRun) -> None:
+        kind = event["event"]
+        if kind == "start":
+            if self.current is not None:
+                raise ProtocolError("a case started before the previous one ended")
+            self.current, self.case_started = event["id"], time.monotonic()
+        elif kind == "case":
+            if self.current not in (None, event["id"]):
+                raise ProtocolError("a result for a case other than the one running")
+            run.results[event["id"]] = event
+            self.current, self.progressed = None, True
+        elif kind == "finished":
+            self.finished = True
+            run.events.append(event)
+        elif kind != "progress":
+            run.events.append(event)
+
+
+def read_events(process: WorkerProcess, attempt: Attempt, run: WorkerRun, known, kind: str,
+                deadlines: Deadlines, on_result=None, busy=lambda: True) -> None:
+    """Read and validate the worker's events until it ends, or a deadline or a violation stops
+    it. `known()` gives the case ids it may speak of; the stall deadline counts only while
+    `busy()` (a judge waiting for its next job is not stalled)."""
+    selector = selectors.DefaultSelector()
+    selector.register(process.popen.stdout, selectors.EVENT_READ)
+    buffer, last_event = b"", time.monotonic()
+    try:
+        while True:
+            now = time.monotonic()
+            if now > deadlines.end:
+                attempt.stop = Stop.BUDGET
+            elif attempt.current and now - attempt.case_started > deadlines.case:
+                attempt.stop = Stop.CASE_TIMEOUT
+            elif now - last_event > deadlines.stall and busy():
+                attempt.stop = Stop.STALL
+            if attempt.stop:
+                return
+            if not selector.select(timeout=0.25):
+                if not busy():
+                    last_event = time.monotonic()
+                continue
+            chunk = os.read(process.popen.stdout.fileno(), 1 << 20)
+            if not chunk:
+                return  # the worker closed its end: it ended
+            buffer += chunk
+            if len(buffer) > MAX_LINE_BYTES:
+                attempt.stop, attempt.violation = Stop.VIOLATION, "an event line longer than the protocol allows"
+                return
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                try:
+                    event = read_event(line, set(known()) - set(run.results), kind)
+                    attempt.apply(event, run)
+                except ProtocolError as e:
+                    attempt.stop, attempt.violation = Stop.VIOLATION, str(e)
+                    return
+                if on_result and event["event"] == "case":
+                    on_result(event)
+                last_event = time.monotonic()
+    finally:
+        selector.close()
+
+
+# --- what ended an attempt, and whom it costs ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What ended a worker early, in words a student can act on."""
+
+    message: str
+    from_outside: bool = False
+    """Killed from outside the sandbox (not the submission's doing): retried once."""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def ending(attempt: Attempt, returncode: int, over_memory: bool, resources: Resources,
+           deadlines: Deadlines) -> Ending:
+    """Why a worker stopped before finishing. bwrap reports a child killed by signal N as
+    exit code 128 + N."""
+    if attempt.stop is Stop.BUDGET:
+        return Ending("the submission used up its grading budget")
+    if attempt.stop is Stop.VIOLATION:
+        return Ending(f"the submission wrote to the graders' channel something that is not part of "
+                      f"the grading protocol ({attempt.violation})")
+    if attempt.stop is Stop.CASE_TIMEOUT:
+        return Ending(f"it ran longer than {deadlines.case:g} s and was stopped (an infinite loop, or "
+                      f"code that blocks the time limit?)")
+    if attempt.stop is Stop.STALL:
+        return Ending(f"it made no progress for {deadlines.stall:g} s and was stopped (an infinite loop?)")
+    if over_memory:
+        return Ending(f"it used more than its memory limit of {resources.memory_bytes / 2**30:g} GiB "
+                      f"(everything it holds counts: its processes, files in /tmp, shared memory) and "
+                      f"was stopped; keep arrays to the sizes the problem needs")
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if number == signal.SIGKILL:
+        return Ending("the process was killed from outside the sandbox (SIGKILL: the machine ran out "
+                      "of memory, or an administrator stopped it); it was retried once", from_outside=True)
+    if number == signal.SIGXCPU:
+        return Ending(f"the process used up its {resources.cpu_seconds} s of CPU time")
+    if number:
+        return Ending(f"the process crashed with {_signal_name(number)} (out of memory? the limit is "
+                      f"{resources.memory_bytes / 2**30:g} GiB)")
+    return Ending(f"the process exited with code {returncode} before finishing (os._exit? sys.exit?)")
+
+
+@dataclass
+class Strikes:
+    """Failures per graded function, and the cases already retried after an outside kill."""
+
+    setup: WorkerSetup
+    by_function: dict[str, list[str]] = field(default_factory=dict)
+    retried: set[str] = field(default_factory=set)
+
+    def struck_out(self, case_id: str) -> str | None:
+        """Why `case_id` is not to be run (its function already failed too often), or None."""
+        name = self.setup.function_of.get(case_id, "")
+        seen = self.by_function.get(name, [])
+        if len(seen) >= self.setup.max_strikes:
+            return f"not run: {self.setup.max_strikes} earlier cases of {name} already failed ({seen[-1]})"
+        return None
+
+    def blame(self, run: WorkerRun, attempt: Attempt, end: Ending, left: list[str]) -> None:
+        """Record why a worker stopped early: against the case it was on (a strike for its
+        function), or against every case `left` when it stopped before answering any."""
+        case = attempt.current or ""  # "": between cases, or while loading the submission
+        if end.from_outside and case not in self.retried:
+            self.retried.add(case)
+            log.info("worker killed from outside on %r: retrying once", case or "(loading)")
+            return
+        if not case:
+            if not attempt.progressed:  # retrying would only do the same again
+                log.info("worker failed before any case: %s", end.message)
+                run.fail(left, f"the submission could not be run: {end.message}")
+                run.events.append({"event": "died", "message": end.message})
+            return
+        log.info("case %s failed: %s", case, end.message)
+        run.results[case] = failure(case, end.message)
+        self.by_function.setdefault(self.setup.function_of.get(case, ""), []).append(end.message)
+        for other in left:
+            why = self.struck_out(other)
+            if why and other not in run.results:
+                run.results[other] = failure(other, why)
+
+
+def _finish(process: WorkerProcess, attempt: Attempt, run: WorkerRun, strikes: Strikes,
+            left: list[str], deadlines: Deadlines, resources: Resources) -> None:
+    returncode, over_memory = process.stop(attempt.stop is None)
+    if attempt.finished and attempt.stop is None:
+        return
+    end = ending(attempt, returncode, over_memory, resources, deadlines)
+    log.debug("worker ended early (%s): %s", attempt.stop, end.message)
+    strikes.blame(run, attempt, end, left)
+
+
+# --- feeding a worker -------------------------------------------------------------------------
+
+
+def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: str,
+               deadlines: Deadlines, setup: WorkerSetup, on_result=None) -> WorkerRun:
+    """Run a worker on one whole request until every case in `case_ids` has a result.
+    `request_for(skip)` makes the request line, given the case ids already done (a new
+    process after a failure skips them). `on_result(event)` sees each case result as it comes."""
+    run, strikes = WorkerRun(), Strikes(setup)
+    while (pending := [i for i in case_ids if i not in run.results]):
+        if time.monotonic() > deadlines.end:
+            run.fail(pending, "not graded: the submission used up its grading budget")
+            break
+        attempt, process = Attempt(), WorkerProcess(command, setup)
+        process.write(request_for(sorted(run.results)))
+        process.close_input()
+        read_events(process, attempt, run, lambda: case_ids, kind, deadlines, on_result)
+        _finish(process, attempt, run, strikes, [i for i in case_ids if i not in run.results],
+                deadlines, setup.resources)
+    return run
+
+
+_CLOSED = object()
+
+
+class JobStream:
+    """Jobs for one streamed worker, put while they are produced: `put(case_id, line)` each,
+    then `close()`."""
+
+    def __init__(self):
+        self._queue: queue.Queue = queue.Queue()
+
+    def put(self, case_id: str, line: str) -> None:
+        self._queue.put((case_id, line))
+
+    def close(self) -> None:
+        self._queue.put(_CLOSED)
+
+    def get(self, timeout: float):
+        """The next (case id, line), `_CLOSED` at the end, or None if none came in `timeout`."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+
+class _Feeder(threading.Thread):
+    """Writes one worker process's jobs while the supervisor reads its events (a blocked write
+    must never stop the reading): the jobs to resend first, then the stream's, until the
+    stream closes or the process goes away."""
+
+    def __init__(self, process: WorkerProcess, header: str, resend: list, stream: JobStream,
+                 run: WorkerRun, strikes: Strikes, sent: dict):
+        super().__init__(daemon=True)
+        self.process, self.header, self.resend, self.stream = process, header, resend, stream
+        self.run_, self.strikes, self.sent = run, strikes, sent
+        self.closed = False
+        """The stream ended and every job went to this process."""
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        if not self.process.write(self.header):
+            return
+        backlog = list(self.resend)
+        while not self.halt.is_set():
+            item = backlog.pop(0) if backlog else self.stream.get(timeout=0.2)
+            if item is None:
+                continue
+            if item is _CLOSED:
+                self.closed = True
+                self.process.close_input()
+                return
+            case_id, line = item
+            why = self.strikes.struck_out(case_id)
+            if why:  # its function already failed too often: do not run it
+                self.run_.results.setdefault(case_id, failure(case_id, why))
+                continue
+            self.sent[case_id] = line
+            if not self.process.write(line):
+                return  # gone: the next process gets what is left in `sent`
+
+
+def run_stream(command: list[str], header: str, stream: JobStream, *, kind: str,
+               deadlines: Deadlines, setup: WorkerSetup, started: WorkerProcess | None = None,
+               on_result=None) -> WorkerRun:
+    """Run a worker fed job by job from `stream` until it is closed and every job it held
+    has a result. `started`: its first process, started earlier so that its start-up
+    overlapped other work."""
+    run, strikes = WorkerRun(), Strikes(setup)
+    sent: dict[str, str] = {}  # case id -> job line, for every job written to some process
+    closed = False
+    while True:
+        unanswered = [i for i in sent if i not in run.results]
+        if closed and not unanswered:
+            return run
+        if time.monotonic() > deadlines.end:
+            _drain(stream, run, closed, unanswered)
+            return run
+        process, attempt = started or WorkerProcess(command, setup), Attempt()
+        started = None
+        resend = [(i, sent[i]) for i in unanswered] + ([_CLOSED] if closed else [])
+        feeder = _Feeder(process, header, resend, stream, run, strikes, sent)
+        feeder.start()
+        read_events(process, attempt, run, lambda: sent, kind, deadlines, on_result,
+                    busy=lambda: any(i not in run.results for i in sent))
+        feeder.halt.set()
+        _finish(process, attempt, run, strikes, [i for i in sent if i not in run.results],
+                deadlines, setup.resources)
+        feeder.join()
+        closed = closed or feeder.closed
+
+
+def _drain(stream: JobStream, run: WorkerRun, closed: bool, unanswered: list[str]) -> None:
+    """The budget is gone: every job held or still to come fails with that reason."""
+    message = "not graded: the submission used up its grading budget"
+    run.fail(unanswered, message)
+    while not closed:
+        item = stream.get(timeout=1.0)
+        if item is _CLOSED or item is None:
+            closed = item is _CLOSED or closed
+            if item is None:
+                continue
+        else:
+            run.fail([item[0]], message)

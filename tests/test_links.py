@@ -1,0 +1,180 @@
+"""Only regular files are submissions, on every route a submission reaches the kit by.
+
+A symbolic link handed in as a submission (`alice.py -> /proc/self/cwd/solutions/problem1.py`,
+`problem1.py -> ../source/.grading-secret`; an LMS zip unpacked with `unzip` keeps links, and a
+tar archive too) must be refused with 0 and a clear message, and nothing it names may ever be
+read: not graded, not copied into autograded/ or feedback/, not quoted in any output.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import nbformat
+import pytest
+
+from graders.batch import discover, run_batch
+from graders.build import nbgrader
+from graders.demo import prepare_course, read_gradebook
+from graders.files import NotASubmission, check_submission, read_submission
+from graders.settings import Limits
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOLUTION = os.path.join(REPO_ROOT, "solutions", "problem1.py")
+SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
+SECRET = "the kit's own tests"  # tests/conftest.py's course secret
+FAST = Limits(cell_timeout=10, case_timeout=10, stall_timeout=30)
+ONLY = ["shard_average_jit"]
+
+
+@pytest.fixture
+def secret_file(tmp_path):
+    """A file standing for the course's secret: what a link would try to have read."""
+    path = tmp_path / "grading-secret"
+    path.write_text("SECRET-5b1e-do-not-show\n")
+    return str(path)
+
+
+def test_reading_refuses_links_fifos_and_linked_folders(tmp_path, secret_file):
+    """Does the one reader of submissions refuse a link, a link in a folder on the way, a FIFO
+    (without blocking on it) and a folder, naming what it is, and read a regular file?"""
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    assert read_submission(str(tmp_path / "ok.py"), str(tmp_path)) == b"x = 1\n"
+    os.symlink(secret_file, tmp_path / "link.py")
+    os.makedirs(tmp_path / "real")
+    (tmp_path / "real" / "f.py").write_text("y = 2\n")
+    os.symlink(tmp_path / "real", tmp_path / "linked")
+    os.mkfifo(tmp_path / "fifo.py")
+    for name, what in (("link.py", "a symbolic link"), ("linked/f.py", "a symbolic link"),
+                       ("fifo.py", "a FIFO"), ("real", "a folder")):
+        with pytest.raises(NotASubmission, match=what):
+            read_submission(str(tmp_path / name), str(tmp_path))
+    check_submission(str(tmp_path / "real" / "f.py"), str(tmp_path))
+
+
+def test_python_m_graders_refuses_a_linked_file(tmp_path):
+    """Does `python -m graders` on a link to the solutions give 0, saying it is a link?"""
+    os.symlink(SOLUTION, tmp_path / "alice.py")
+    out = tmp_path / "results.json"
+    proc = subprocess.run([sys.executable, "-m", "graders", str(tmp_path / "alice.py"), "-a", "problem1",
+                           "--only", *ONLY, "-o", str(out), "--quiet"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())
+    assert results["score"] == 0 and "is a symbolic link: only regular files are graded" in results["output"]
+
+
+def test_a_batch_folder_refuses_links_and_grades_the_rest(tmp_path, secret_file):
+    """In a flat folder and in an nbgrader tree, are a linked file (the issue's
+    `alice.py -> /proc/self/cwd/solutions/problem1.py`), a linked student folder and a FIFO
+    refused with 0 and nothing read, while a regular file is graded?"""
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    os.symlink("/proc/self/cwd/solutions/problem1.py", flat / "alice.py")
+    os.symlink(secret_file, flat / "eve.py")
+    os.mkfifo(flat / "fifo.py")
+    (flat / "bob.py").write_text(open(SOLUTION).read())
+    tree = tmp_path / "submitted"
+    (tree / "carol" / "problem1").mkdir(parents=True)
+    (tree / "carol" / "problem1" / "problem1.py").write_text(open(SOLUTION).read())
+    os.symlink(tree / "carol", tree / "dave")  # dave's folder is carol's
+    for source, expected in ((flat, {"alice": 0, "eve": 0, "fifo": 0, "bob": 2}),
+                             (tree, {"carol": 2, "dave": 0})):
+        outcomes = run_batch(discover(str(source), "problem1"), "problem1", str(tmp_path / f"graded-{source.name}"),
+                             workers=1, limits=FAST, only=ONLY)
+        scores = {o.submission.student: o.result.score for o in outcomes}
+        assert scores == expected
+        for o in outcomes:
+            if not scores[o.submission.student]:
+                assert "only regular files are graded" in o.result.failure.message
+                assert not o.result.failure.graders_fault
+                assert "SECRET" not in json.dumps(o.result.to_json())
+
+
+def test_gradescope_refuses_a_linked_submission(tmp_path, secret_file):
+    """Does the Gradescope run refuse `submission/problem1.py -> ../source/.grading-secret`,
+    with 0 and a message that quotes nothing of the file?"""
+    from graders.gradescope import run
+
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "source" / "gradescope.json").write_text(json.dumps({"assignment": "problem1", "visibility": {}}))
+    (root / "source" / ".grading-secret").write_text(open(secret_file).read())
+    (root / "submission").mkdir()
+    os.symlink("../source/.grading-secret", root / "submission" / "problem1.py")
+    result = run(str(root))
+    written = (root / "results" / "results.json").read_text()
+    assert result.score == 0 and "is a symbolic link" in result.failure.message
+    assert "SECRET" not in written
+
+
+@pytest.mark.slow
+def test_nbgrader_refuses_linked_files_and_keeps_nothing_they_name(tmp_path, secret_file):
+    """In nbgrader's submitted/ tree, does autograde give a linked notebook 0 (saying why),
+    and does neither autograded/ nor feedback/ keep a copy of a linked file handed in beside a
+    real notebook?"""
+    course = str(tmp_path / "course")
+    os.makedirs(course)
+    prepare_course("problem1", course)
+    alice = os.path.join(course, "submitted", "alice", "problem1")
+    bob = os.path.join(course, "submitted", "bob", "problem1")
+    os.makedirs(alice)
+    os.makedirs(bob)
+    os.symlink(SOLUTION_NB, os.path.join(alice, "problem1.ipynb"))
+    nbformat.write(nbformat.read(SOLUTION_NB, 4), os.path.join(bob, "problem1.ipynb"))
+    os.symlink(secret_file, os.path.join(bob, "notes.txt"))
+    nbgrader(["autograde", "problem1"], cwd=course)
+    nbgrader(["generate_feedback", "problem1"], cwd=course)
+    book = read_gradebook(course, "problem1")
+    assert sum(score for name, (score, _, waiting) in book["alice"].items() if not waiting) == 0
+    assert sum(score for name, (score, _, waiting) in book["bob"].items() if not waiting) == 0
+    graded = nbformat.read(os.path.join(course, "autograded", "alice", "problem1", "problem1.ipynb"), 4)
+    assert "only regular files are graded" in json.dumps(graded)
+    for root, _, files in os.walk(course):
+        for name in files:
+            if root.startswith(os.path.join(course, "submitted")):
+                continue
+            with open(os.path.join(root, name), "rb") as f:
+                assert b"SECRET-5b1e" not in f.read(), os.path.join(root, name)
+
+
+@pytest.mark.slow
+def test_nbgrader_collect_and_zip_collect_leave_links_out(tmp_path, secret_file):
+    """Does `nbgrader collect` (the exchange) leave out a link a student planted in the inbound
+    folder, and `nbgrader zip_collect` one an LMS tar archive held, so that submitted/ never
+    holds a copy of what they name?"""
+    course = str(tmp_path / "course")
+    os.makedirs(course)
+    prepare_course("problem1", course)
+    exchange = tmp_path / "exchange"
+    inbound = exchange / "scaling-jax" / "inbound" / "mallory+problem1+2026-01-30 15:00:00.000000 UTC"
+    inbound.mkdir(parents=True)
+    nbformat.write(nbformat.read(SOLUTION_NB, 4), str(inbound / "problem1.ipynb"))
+    (inbound / "timestamp.txt").write_text("2026-01-30 15:00:00.000000 UTC")
+    os.symlink(secret_file, inbound / "secret.txt")
+    proc = nbgrader(["collect", "problem1", f"--Exchange.root={exchange}"], cwd=course, check=False)
+    collected = os.path.join(course, "submitted", "mallory", "problem1")
+    assert os.path.isfile(os.path.join(collected, "problem1.ipynb")), proc.stdout + proc.stderr
+    assert not os.path.lexists(os.path.join(collected, "secret.txt"))
+    assert "Not collected" in proc.stdout + proc.stderr
+
+    archive = tmp_path / "course" / "downloaded" / "problem1" / "archive"
+    archive.mkdir(parents=True)
+    with tarfile.open(archive / "lms.tar.gz", "w:gz") as tar:
+        tar.add(SOLUTION_NB, arcname="trudy_problem1.ipynb")
+        link = tarfile.TarInfo("oscar_problem1.ipynb")
+        link.type, link.linkname = tarfile.SYMTYPE, secret_file
+        tar.addfile(link)
+    regexp = r".*/(?P<student_id>[a-z]+)_(?P<file_id>problem1\.ipynb)"
+    proc = nbgrader(["zip_collect", "problem1", f"--FileNameCollectorPlugin.named_regexp={regexp}",
+                     "--zip_ext=.gz"], cwd=course, check=False)
+    assert os.path.isfile(os.path.join(course, "submitted", "trudy", "problem1", "problem1.ipynb")), proc.stderr
+    assert not os.path.lexists(os.path.join(course, "submitted", "oscar", "problem1", "problem1.ipynb"))
+    for root, _, files in os.walk(os.path.join(course, "submitted")):
+        for name in files:
+            assert not os.path.islink(os.path.join(root, name))
+            with open(os.path.join(root, name), "rb") as f:
+                assert b"SECRET-5b1e" not in f.read()
