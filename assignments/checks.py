@@ -19,7 +19,7 @@ import jax
 from rich.panel import Panel
 from rich.text import Text
 
-from .contract import Case, CaseResult, Part, arg_leaves, make_inputs
+from .contract import MESH_AXES, Case, CaseResult, Part, arg_leaves, make_inputs
 from .contracts import find_part
 from .devices import setup_devices
 from .diagnosis import exception_hint, not_implemented_message
@@ -123,7 +123,7 @@ def _explain(e: BaseException) -> str:
 
 def _divides(spec: Part, case: Case) -> bool:
     """Whether every argument's sharded dimensions divide evenly on the case's mesh."""
-    sizes = dict(zip(("X", "Y"), case.mesh))
+    sizes = dict(zip(MESH_AXES, case.mesh))
     try:
         for arg in spec.args:
             for leaf in arg_leaves(arg):

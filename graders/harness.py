@@ -96,7 +96,7 @@ def _export_request(jobs: list[_Job], assignment: Assignment, name: str, text: s
     def request_for(skip):
         return request_text("export", submission_name=name, submission_text=text, devices=DEVICES,
                             cell_timeout=limits.cell_timeout, case_timeout=limits.case_timeout,
-                            parts=parts, skip=skip)
+                            max_strikes=limits.max_strikes, parts=parts, skip=skip)
 
     return request_for
 

@@ -22,8 +22,7 @@ from traitlets.config.loader import PyFileConfigLoader
 KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 """The kit's folder (the course's `nbgrader_config.py` and `grading_config.py` are here)."""
 CONFIG_FILE = "grading_config.py"
-DEVICES = 8
-"""Simulated CPU devices in every grading worker (meshes of up to 8 devices)."""
+from assignments.devices import DEFAULT_DEVICES as DEVICES  # noqa: E402  (the one place it is set)
 SANDBOXES = ("auto", "bubblewrap", "uid", "none")
 
 

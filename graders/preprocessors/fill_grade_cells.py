@@ -53,7 +53,9 @@ class FillGradeCells(NbGraderPreprocessor):
             if refused:
                 nb.cells = [nbformat.v4.new_markdown_cell(f"**Not graded:** {refused}")]
                 raise NotASubmission(refused)
-            parts = {p.name: p for p in self.grade(nb, info["assignment"]).parts}
+            result = self.grade(nb, info["assignment"])
+            self.record(result, info)
+            parts = {p.name: p for p in result.parts}
             failure = None
         except Exception as e:  # the grade cells get a clear zero, the batch goes on
             parts, failure = {}, str(e)
@@ -77,6 +79,17 @@ class FillGradeCells(NbGraderPreprocessor):
             path = os.path.join(tmp, "submission.ipynb")
             nbformat.write(nb, path)
             return grade(path, assignment, limits=Limits(config=self.config))
+
+    def record(self, result, info: dict) -> None:
+        """Keep the whole result where `graders.batch` keeps its own
+        (`<course>/graded/<assignment>/<student>/results.json`), for the class report
+        (`python -m graders.report`); the gradebook keeps only the scores."""
+        from ..results import Provenance, write_results
+
+        coursedir = CourseDirectory(config=self.config)
+        folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
+        result.provenance = Provenance(student=info["student"], path=os.path.join(folder, info["notebook"] + ".ipynb"))
+        write_results(os.path.join(coursedir.root, "graded", info["assignment"], info["student"], "results.json"), result)
 
     def refusal(self, info: dict) -> str | None:
         """Why the student's submitted files cannot be graded (a link, a FIFO, ...), or None.

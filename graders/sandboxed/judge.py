@@ -104,7 +104,7 @@ def main() -> int:
 
     # JAX and its devices start before the header is read: the grader starts judges while
     # the export still runs, and their start-up overlaps it.
-    setup_devices(8)
+    setup_devices()  # the runtime's device count (assignments.devices.DEFAULT_DEVICES)
     header = read_request(sys.stdin.readline(), "judge")
     assignment = get_assignment(header["assignment"])
     timings: dict[str, float] = {}
