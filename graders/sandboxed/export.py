@@ -265,7 +265,7 @@ def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float
 
 
 def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, timeout: float,
-                emit) -> None:
+                emit, max_strikes: int = 2) -> None:
     """Every requested case of one graded function."""
     fn = namespace.get(part["name"])
     problem = None
