@@ -275,12 +275,12 @@ def uid_fallback_problem() -> str | None:
 
 def protect_hidden() -> None:
     """Make the kit's hidden material readable by its owner only (the fallback's wall);
-    `graders/` stays traversable, so that its `sandboxed` package (and nothing else of it)
-    can be run by the workers."""
+    `graders/` stays open, so that its `sandboxed` package (and nothing else of it: the other
+    files' names show, their contents do not) can be run by the workers."""
     graders = os.path.join(KIT_ROOT, "graders")
     private = [os.path.join(KIT_ROOT, name) for name in HIDDEN]
-    if os.path.isdir(graders):
-        os.chmod(graders, 0o711)
+    if os.path.isdir(graders):  # listable (Python's import reads the listing), files private
+        os.chmod(graders, 0o755)
         private += [os.path.join(graders, n) for n in os.listdir(graders)
                     if n not in ("sandboxed", "__init__.py")]
     for path in private:
@@ -288,13 +288,16 @@ def protect_hidden() -> None:
             os.chmod(path, os.stat(path).st_mode & 0o700)
 
 
-def memory_bound() -> str:
+def memory_bound(level: str) -> str:
     """How a worker's memory is bounded here, in words (for results.json)."""
     problem = cgroups.problem()
     if problem is None:
         return "memory: a cgroup per worker bounds all of it (processes, tmpfs, shared memory)"
-    return (f"memory: no cgroup ({problem}); bounded by sized tmpfs (/tmp, /scratch, /dev/shm), a "
-            f"read-only /dev, System V limits and each process's address space")
+    if level == "bubblewrap":
+        return (f"memory: no cgroup ({problem}); bounded by sized tmpfs (/tmp, /scratch, /dev/shm), a "
+                f"read-only /dev, System V limits and each process's address space")
+    return (f"memory: no cgroup ({problem}); each process's address space only (without bubblewrap "
+            f"there is no private tmpfs or IPC namespace: the host's /dev/shm is shared)")
 
 
 def choose_isolation(sandbox: str) -> Isolation:
@@ -308,7 +311,7 @@ def choose_isolation(sandbox: str) -> Isolation:
         who = "a uid of its own" if os.geteuid() == 0 else "the grader's uid"
         return Isolation("bubblewrap", f"bubblewrap: {who} in a user namespace, no capabilities, own "
                                        f"PID/network/mount/IPC namespaces, read-only runtime, private "
-                                       f"/tmp; {memory_bound()}")
+                                       f"/tmp; {memory_bound('bubblewrap')}")
     fallback = uid_fallback_problem() if sandbox in ("auto", "uid") else "not asked for"
     if fallback is None:
         protect_hidden()
@@ -316,7 +319,7 @@ def choose_isolation(sandbox: str) -> Isolation:
                                 f"no capabilities, rlimits, kit's hidden folders private, "
                                 f"{'no network' if _can_unshare_net() else 'NETWORK REACHABLE'}; "
                                 f"the rest of the filesystem is visible read-only by permissions; "
-                                f"{memory_bound()}")
+                                f"{memory_bound('uid')}")
     raise SandboxUnavailable(
         f"cannot grade untrusted code in a sandbox here: {problem}; no dedicated-uid fallback "
         f"either: {fallback}. Fix one of these, or pass --unsandboxed (Limits(sandbox='none')) to "

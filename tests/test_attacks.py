@@ -279,6 +279,11 @@ FALLBACK_PROBE = r"""
 import json, os, socket, sys
 json.loads(sys.stdin.readline())
 found = [f"uid={os.getuid()}"]
+sys.path.insert(0, KIT)
+try:
+    import graders.sandboxed.protocol  # what the workers run: it must import
+except Exception as e:
+    found.append("cannot-import-graders.sandboxed")
 for path in ("graders/harness.py", "solutions/problem1.py", ".grading-secret"):
     try:
         open(os.path.join(KIT, path)).read()
