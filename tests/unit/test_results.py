@@ -1,0 +1,95 @@
+"""The results model on hand-built results: scores, what a student reads, and the one pair of
+functions every consumer reads and writes it with (no grading runs here)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assignments.contract import Case, CaseResult
+from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+from graders.results import (MAX_OUTPUT_CHARS, Check, Failure, PartResult, Provenance, ResultsUnreadable,
+                             SubmissionResult, bounded, read_results, write_results)
+
+CASE = Case((2, 4), {"S": 16, "D": 8}, {"shift": 3})
+PERMUTE = Collective("collective-permute", ("Y",), (ArrayShape("f32", (4, 4)),), (ArrayShape("f32", (4, 4)),),
+                     3, 4, shifts=(3,), name="cp.1", pairs=((0, 3), (1, 0), (2, 1), (3, 2)))
+ANALYSIS = ProgramAnalysis((PERMUTE,), (), 128, 8, mesh_shape=(2, 4), axis_names=("X", "Y"))
+
+
+def case(values_ok=True, rule_ok=True, problems=(), analysis=None, ran=True) -> CaseResult:
+    return CaseResult(CASE, values_ok, rule_ok, list(problems), analysis, ran=ran)
+
+
+def test_half_the_points_for_values_half_for_the_rule_where_values_are_right():
+    """Does a case earn half for right values and the other half only with the rule too, and
+    does a custom check take its points out of the function's total?"""
+    part = PartResult("roll_diff", 2, [case(), case(rule_ok=False), case(values_ok=False, rule_ok=True),
+                                       case(values_ok=False, rule_ok=False)])
+    assert part.score == pytest.approx(2 * (1 + 0.5 + 0 + 0) / 4)
+    part.checks = [Check("test_x", "roll_diff", 1, passed=False, message="nope")]
+    assert part.score == round(1 * 1.5 / 4, 2)  # rounded to cents
+    assert part.first_problem == ""  # the failing cases say nothing; the check does not come first
+    assert not PartResult("f", 2, []).score
+
+
+def test_output_says_what_failed_bounded_and_cut_at_a_word():
+    """Is a part's output bounded, cut between words and saying how much was cut, whatever a
+    submission raises?"""
+    long = "word " * 5000
+    part = PartResult("f", 2, [case(values_ok=False, problems=[long])] * 10)
+    assert len(part.output) <= MAX_OUTPUT_CHARS
+    assert "more failing case(s)" in part.output
+    cut = bounded("alpha beta gamma delta " * 100, 200)
+    assert len(cut) <= 200 and "more characters cut)" in cut
+    assert cut.split(" ... (")[0].endswith(("alpha", "beta", "gamma", "delta"))
+
+
+def test_the_whole_result_round_trips_through_results_json(tmp_path):
+    """Does `write_results` put Gradescope's fields and the whole object in results.json, and
+    `read_results` give back an equal object, analyses, failure and provenance included?"""
+    result = SubmissionResult("problem1", "alice.py",
+                              [PartResult("roll_diff", 2, [case(analysis=ANALYSIS), case(False, False, ["values wrong"], ran=False)],
+                                          note="n", checks=[Check("c", "roll_diff", 1, True, "d", "")])],
+                              problems=["cell 3 raised"], timings={"export": 1.5}, isolation="bubblewrap",
+                              provenance=Provenance("alice", "/x/alice.py", "abc", "graded alice.py", "2026-01-01", None),
+                              execution_time=3.25)
+    path = tmp_path / "results.json"
+    write_results(str(path), result, {"roll_diff": "after_published"})
+    data = json.loads(path.read_text())
+    assert data["score"] == result.score and data["tests"][0]["visibility"] == "after_published"
+    assert data["tests"][0]["output"] == result.parts[0].output
+    back = read_results(str(path))
+    assert back == result
+    assert back.parts[0].cases[0].analysis.collectives[0].pairs == PERMUTE.pairs
+
+
+def test_a_submission_that_could_not_be_graded_has_one_shape():
+    """Is a failure a SubmissionResult with every function at 0 saying why, whose fault it was?"""
+    failed = SubmissionResult.failed("problem1", "bob.py", "the graders crashed", graders_fault=True)
+    assert failed.score == 0 and [p.note for p in failed.parts] == ["the graders crashed"] * 5
+    assert failed.failure == Failure("the graders crashed", True)
+    assert SubmissionResult.from_json(failed.to_json()) == failed
+    only = SubmissionResult.failed("problem1", "b.py", "a link", graders_fault=False, only=["roll_diff"])
+    assert [p.name for p in only.parts] == ["roll_diff"] and not only.failure.graders_fault
+
+
+def test_damaged_foreign_or_old_results_are_refused(tmp_path):
+    """Is a missing, damaged, foreign (not the kit's) or other-version results.json refused
+    with ResultsUnreadable, never read as a grade?"""
+    path = tmp_path / "results.json"
+    with pytest.raises(ResultsUnreadable, match="no results"):
+        read_results(str(path))
+    path.write_text('{"score": 11, "tests": [')
+    with pytest.raises(ResultsUnreadable, match="not readable JSON"):
+        read_results(str(path))
+    path.write_text('{"score": 10, "tests": []}')
+    with pytest.raises(ResultsUnreadable, match="not written by the kit"):
+        read_results(str(path))
+    data = SubmissionResult.failed("problem1", "a", "x", graders_fault=False).to_json()
+    path.write_text(json.dumps({"extra_data": {"kit": {**data, "version": 0}}}))
+    with pytest.raises(ResultsUnreadable, match="another version"):
+        read_results(str(path))
+    path.write_text(json.dumps({"extra_data": {"kit": {**data, "parts": [{"name": 3}]}}}))
+    with pytest.raises(ResultsUnreadable, match="damaged"):
+        read_results(str(path))
