@@ -13,6 +13,8 @@ Public API:
 - `check(fn)`: the visible check of a graded function.
 - `compare({name: fn}, *args, chip=...)`: programs side by side with estimated times
   (`assignments.costs`: the book's chip constants and ring formulas).
+- `show_schedule(fn, *args, baseline=...)`: what each device sends, step by step, drawn on
+  the mesh, with a timeline of the steps (`draw_schedule(analyses)` for analyses you have).
 - `analyze(compiled, mesh)`: the HLO analysis behind all of the above.
 
 The names load on first use, so that importing the package (as the graders' parent process
@@ -28,6 +30,7 @@ _WHERE = {
     "communication_table": "display", "show_mesh": "display", "show_sharding": "display",
     "make_mesh": "evaluate",
     "Collective": "hlo", "ProgramAnalysis": "hlo", "analyze": "hlo",
+    "draw_schedule": "schedule", "show_schedule": "schedule",
 }
 
 __all__ = sorted([*_WHERE, "TooLateError", "setup_devices"])

@@ -40,16 +40,30 @@ only feeds a dynamic-slice of one device's share; the analysis marks it
 All-reduces that XLA's combiner merged into one tuple are priced as one all-reduce of all their
 bytes, as a combined collective runs on an accelerator too.
 
-**Compute** is the larger of the matmul time (the program's dot FLOPs, by operand dtype, at
-the chip's peak for that dtype: `Chip.peaks`) and the memory time (the program's own HBM
+**Compute** is the larger of the matmul time (the program's dot FLOPs, by operand dtype and
+the precision each dot asks for, at the chip's peak for them: `Chip.peak`) and the memory time (the program's own HBM
 traffic: inputs read once, outputs written once, XLA's temporaries written and read once, at
 the HBM bandwidth). XLA:CPU's own FLOP and byte counts describe the CPU program (a loop body
 counted once, CPU-specific copies), so they are not used.
+
+**Estimated time** (`program_seconds`, the tables' *estimated* column) runs the program's
+matmuls and collectives in the order its compiled program does (`assignments.steps`): a
+collective overlaps the matmuls that do not need its result and holds up those that do, so
+two programs with the same collectives and FLOPs differ when one waits where the other
+overlaps. `Estimate.serialized_s` and `overlapped_s` are the two bounds of it.
+
+**float32 matmuls run at the precision the program asks for** (JAX's `jax.lax.Precision`
+docs; the compiled HLO carries it, `assignments.hlo.matmul_type`). A plain `a @ w` asks for
+none, JAX's default: on a TPU one bf16 pass of the matrix units (the bf16 peak), on an H100
+TF32 tensor cores. `precision="high"` takes 3 bf16 passes on a TPU, `"highest"` 6 (true
+float32 on a GPU); a named algorithm (`jax.lax.DotAlgorithmPreset`, e.g. `BF16_BF16_F32_X3`)
+is priced by its input type and passes. `jax.default_matmul_precision` changes the default.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 from rich import box
 from rich.table import Table
@@ -68,10 +82,12 @@ BOOK_INT32_FLOPS = 2 * 512 * 2048 * 2048
 BOOK_INT32_SECONDS = 224e-6
 V5E_INT32_FLOPS_PER_S = BOOK_INT32_FLOPS / BOOK_INT32_SECONDS   # 1.92e13
 INT32_SHARE_OF_BF16 = V5E_INT32_FLOPS_PER_S / 1.97e14              # 0.097
-# float32 on a TPU: the matrix units take bf16; float32 accuracy (Precision.HIGHEST) takes
-# 6 bf16 passes (JAX docs, jax.lax.Precision: "HIGHEST ... 6 passes" on TPU; DEFAULT is one
-# bf16 pass, which rounds the inputs to bf16).
-TPU_F32_PASSES = 6
+# float32 on a TPU: the matrix units take bf16. JAX's docs for jax.lax.Precision: DEFAULT
+# computes float32 in bfloat16 (one pass, the inputs rounded to bf16), HIGH in 3 bf16 passes,
+# HIGHEST in 6. A dot that names no precision gets DEFAULT.
+TPU_F32_PASSES = {"default": 1, "high": 3, "highest": 6}
+PRECISION_NAMES = {"default": "JAX's default precision", "high": "Precision.HIGH",
+                   "highest": "Precision.HIGHEST"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,30 +107,77 @@ class Chip:
     """Which axes close into rings: "16" (only a full 16-chip axis: v5e, v6e), "4" (axes of a
     multiple of 4 chips: v4, v5p) or "switch" (all GPUs of a node on one NVLink switch)."""
     peaks: tuple[tuple[str, float], ...] = ()
-    """Matmul FLOP/s by HLO operand dtype (bf16 is `flops_per_s`)."""
+    """Matmul FLOP/s by HLO operand dtype other than float32 (bf16 is `flops_per_s`)."""
     peak_source: str = ""
     node_size: int = 0
     """For a switch: devices per node (NVLink reaches no further)."""
+    precisions: tuple[tuple[str, float, str], ...] = ()
+    """float32 matmuls at each `jax.lax.Precision` level: (level, FLOP/s, how the chip runs
+    it), for "default" (what a dot that names none gets), "high" and "highest"."""
+
+    def f32_peak(self, level: str = "default") -> float:
+        """float32 matmul FLOP/s at a precision level ("default", "high", "highest")."""
+        rates = {name: rate for name, rate, _ in self.precisions}
+        return rates.get(level, rates.get("highest", self.flops_per_s))
 
     def peak(self, dtype: str) -> float:
-        """Matmul FLOP/s for operands of `dtype` (HLO names: bf16, f32, s32, s8, ...)."""
+        """Matmul FLOP/s for a dot's `assignments.hlo.matmul_type`: the HLO operand dtype (bf16,
+        f32, s32, s8, ...), with the precision the dot asks for after a slash (``f32/highest``,
+        ``f32/dot_bf16_bf16_f32_x3``)."""
+        base, _, precision = dtype.partition("/")
+        if precision.startswith("dot_"):
+            return self.algorithm_peak(precision)
         table = dict(self.peaks)
-        if dtype in table:
-            return table[dtype]
-        if dtype in ("f16", "bf16"):
+        if base == "f32":
+            return self.f32_peak(precision or "default")
+        if base in table:
+            return table[base]
+        if base in ("f16", "bf16"):
             return self.flops_per_s
-        if dtype in ("f64", "s64", "u64", "c64", "c128"):
-            return table.get("f32", self.flops_per_s) / 4   # no chip here has fast 64-bit matmuls
-        return table.get("s32" if dtype.startswith(("s", "u")) else "f32", self.flops_per_s)
+        if base in ("f64", "s64", "u64", "c64", "c128"):
+            return self.f32_peak("highest") / 4   # no chip here has fast 64-bit matmuls
+        return table["s32"] if base.startswith(("s", "u")) and "s32" in table else self.f32_peak("highest")
+
+    def algorithm_peak(self, algorithm: str) -> float:
+        """FLOP/s of a named dot algorithm (HLO ``dot_<lhs>_<rhs>_<accumulation>[_x<passes>]``,
+        `jax.lax.DotAlgorithmPreset`): its input type's rate, divided by its passes."""
+        words = [w for w in algorithm.removeprefix("dot_").split("_") if w != "any"]
+        passes = next((int(w[1:]) for w in words if re.fullmatch(r"x\d+", w)), 1)
+        kind = words[0] if words else "f32"
+        rates = {name: rate for name, rate, _ in self.precisions}
+        if kind in ("bf16", "f16"):
+            rate = self.flops_per_s
+        elif kind == "tf32":   # TF32 tensor cores on a GPU; a TPU has none (priced as 3 bf16 passes)
+            rate = rates.get("tf32", self.f32_peak("high"))
+        elif kind.startswith("f8"):
+            rate = self.peak("s8")
+        else:
+            rate = self.f32_peak("highest")
+        return rate / passes
+
+    def precision_text(self, dtype: str) -> str:
+        """How a dot of `matmul_type` `dtype` is priced, e.g. "f32 at JAX's default precision:
+        1 bf16 pass, 1.97e+14 FLOP/s"."""
+        base, _, precision = dtype.partition("/")
+        if precision.startswith("dot_"):
+            return f"{base} by algorithm {precision.removeprefix('dot_').upper()}: {self.peak(dtype):.3g} FLOP/s"
+        if base != "f32":
+            return f"{base}: {self.peak(dtype):.3g} FLOP/s"
+        level = precision or "default"
+        how = next((h for name, _, h in self.precisions if name == level), "")
+        return f"f32 at {PRECISION_NAMES.get(level, level)}: {how}, {self.peak(dtype):.3g} FLOP/s"
 
 
 def _tpu(name, bf16, int8, hbm, link, wraparound):
+    passes = TPU_F32_PASSES
     return Chip(name, bf16, hbm, link, BOOK_PART2, wraparound,
-                peaks=(("bf16", bf16), ("f32", bf16 / TPU_F32_PASSES), ("s32", bf16 * INT32_SHARE_OF_BF16),
-                       ("s8", int8), ("u8", int8)),
-                peak_source=("bf16 and int8: the book's Part 2; f32: 6 bf16 passes (Precision.HIGHEST, "
-                             "JAX docs); int32: the book's Part 10 v5e measurement (224 us for "
-                             "2*512*2048*2048 FLOPs), scaled by the bf16 peak"))
+                peaks=(("bf16", bf16), ("s32", bf16 * INT32_SHARE_OF_BF16), ("s8", int8), ("u8", int8)),
+                precisions=tuple((level, bf16 / n, f"{n} bf16 pass{'es' if n > 1 else ''}")
+                                 for level, n in passes.items()),
+                peak_source=("bf16 and int8: the book's Part 2; f32: 1, 3 or 6 bf16 passes at JAX's "
+                             "default, HIGH and HIGHEST precision (JAX docs, jax.lax.Precision); int32: "
+                             "the book's Part 10 v5e measurement (224 us for 2*512*2048*2048 FLOPs), "
+                             "scaled by the bf16 peak"))
 
 
 CHIPS: dict[str, Chip] = {c.name: c for c in (
@@ -123,10 +186,12 @@ CHIPS: dict[str, Chip] = {c.name: c for c in (
     _tpu("TPU v5p", 4.59e14, 9.18e14, 2.8e12, 9.0e10, "4"),
     _tpu("TPU v6e", 9.20e14, 1.84e15, 1.6e12, 9.0e10, "16"),
     Chip("H100", 9.9e14, 3.35e12, 4.5e11, BOOK_PART12 + " (NVLink 4: 900 GB/s per GPU, 450 GB/s one way)",
-         "switch", peaks=(("bf16", 9.9e14), ("f32", 6.7e13), ("s32", 3.35e13), ("s8", 1.98e15)),
-         peak_source="bf16, int8: the book's Part 12; f32 67 TFLOP/s (no tensor cores, NVIDIA H100 SXM "
-                     "datasheet); int32 half the f32 rate (NVIDIA Hopper whitepaper, 64 INT32 lanes per SM "
-                     "against 128 FP32)",
+         "switch", peaks=(("bf16", 9.9e14), ("s32", 3.35e13), ("s8", 1.98e15)),
+         precisions=(("default", 4.95e14, "TF32 tensor cores"), ("high", 4.95e14, "TF32 tensor cores"),
+                     ("highest", 6.7e13, "float32 CUDA cores"), ("tf32", 4.95e14, "TF32 tensor cores")),
+         peak_source="bf16, int8: the book's Part 12; f32 (HIGHEST) 67 TFLOP/s without tensor cores and "
+                     "TF32 (JAX's default and HIGH on a GPU) 495 TFLOP/s dense (NVIDIA H100 SXM datasheet); "
+                     "int32 half the f32 rate (NVIDIA Hopper whitepaper, 64 INT32 lanes per SM against 128 FP32)",
          node_size=8),
 )}
 
@@ -458,32 +523,57 @@ def _listed(analysis: ProgramAnalysis) -> str:
     return ", ".join(f"{k} x{v}" for k, v in kinds.items()) or "none"
 
 
+def program_seconds(analysis: ProgramAnalysis, on: Chip | Slice | str) -> float:
+    """The program's estimated time with its work in the order it compiled to
+    (`assignments.steps.timeline`): a collective overlaps the matmuls that do not need its
+    result and holds up those that do; a loop's iterations run one after another."""
+    from .steps import timeline
+
+    return timeline(analysis, _slice_of(analysis, on)).total_s
+
+
+def matmul_text(analysis: ProgramAnalysis, on: Chip) -> str:
+    """How the program's matmuls are priced, e.g. "f32 at JAX's default precision: 1 bf16 pass,
+    1.97e+14 FLOP/s"."""
+    types = [t for t, f in (analysis.dot_flops or ()) if f > 0]
+    return "; ".join(on.precision_text(t) for t in types) or "no matmuls"
+
+
 def comparison_table(programs: dict[str, ProgramAnalysis], on: Chip | Slice | str = "TPU v5e",
                      title: str | None = None) -> Table:
-    """Side by side: collectives, bytes and estimated times of several programs on one slice."""
+    """Side by side: collectives, bytes and estimated times of several programs on one slice.
+    "estimated" is each program's own schedule (`program_seconds`), so two programs with the
+    same collectives and matmuls differ when one of them waits where the other overlaps."""
     first = next(iter(programs.values()), None)
     s = _slice_of(first, on) if first is not None else (on if isinstance(on, Slice) else Slice(chip(on), ()))
     table = Table(title=title or f"estimated on {s.chip.name} (an estimate from the book's model, not a measurement)",
                   box=box.SIMPLE_HEAVY, title_justify="left")
-    for col in ("program", "collectives", "MB sent/device", "MB busiest link", "compute us", "comm us",
-                "serialized us", "overlapped us"):
+    for col in ("program", "collectives", "MB sent per device", "MB on busiest link", "compute us", "comm us",
+                "estimated us"):
         table.add_column(col, justify="left" if col in ("program", "collectives") else "right")
-    notes = []
+    notes, matmuls = [], {}
     for name, analysis in programs.items():
-        e = estimate(analysis, s if isinstance(on, Slice) else s.chip)
+        where = s if isinstance(on, Slice) else s.chip
+        e = estimate(analysis, where)
         table.add_row(name, _listed(analysis), _mb(e.comm_bytes), _mb(e.link_bytes), _us(e.compute_s),
-                      _us(e.comm_s), _us(e.serialized_s), _us(e.overlapped_s))
+                      _us(e.comm_s), _us(program_seconds(analysis, where)))
+        matmuls[name] = matmul_text(analysis, s.chip)
         for c in analysis.collectives:
             note = price(c, s).note
             if note and f"{name}: {note}" not in notes:
                 notes.append(f"{name}: {note}")
     c = s.chip
+    same = len(set(matmuls.values())) == 1
     table.caption = "\n".join([
         s.describe(),
-        f"{c.name}: bf16 {c.flops_per_s:.3g} FLOP/s, f32 {c.peak('f32'):.3g}, int32 {c.peak('s32'):.3g}; "
-        f"HBM {c.hbm_bytes_per_s:.3g} B/s; link {c.link_bytes_per_s:.3g} B/s one way ({c.source})",
-        "collectives as an accelerator runs them; compute = max(matmul FLOPs / peak for their dtype, "
-        "the program's HBM bytes / HBM bandwidth); comm = bytes on the busiest link direction / link bandwidth",
+        f"{c.name}: bf16 {c.flops_per_s:.3g} FLOP/s; HBM {c.hbm_bytes_per_s:.3g} B/s; link "
+        f"{c.link_bytes_per_s:.3g} B/s one way ({c.source})",
+        *([f"matmuls: {next(iter(matmuls.values()))}"] if same and matmuls else
+          [f"matmuls of {name}: {text}" for name, text in matmuls.items()]),
+        "compute = max(matmul FLOPs / peak at their dtype and precision, HBM bytes / HBM bandwidth); "
+        "comm = bytes on the busiest link direction / link bandwidth; estimated = both in the order "
+        "the compiled program runs them: a collective overlaps the matmuls that do not need its "
+        "result and holds up those that do",
         *[("* " if "dynamic-slice" in n else "") + n for n in notes],
     ])
     return table

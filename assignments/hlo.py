@@ -9,6 +9,7 @@ temporary memory. Everything else in the kit asserts on this table, never on raw
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import defaultdict
 
@@ -75,6 +76,12 @@ class Collective:
     """What a GPU or TPU would run in its place, when the CPU compiler wrote it another way
     (e.g. ``reduce-scatter`` for an all-reduce whose result only feeds a dynamic-slice of one
     device's share, XLA:CPU's lowering of a reduce-scatter); empty when the same."""
+    pairs: tuple[tuple[int, int], ...] = ()
+    """collective-permute only: every (source, target) device pair that moves data, as the
+    compiled program numbers devices (row-major positions in the mesh)."""
+    groups: tuple[tuple[int, ...], ...] = ()
+    """The other kinds: the groups of devices that act together (replica groups), numbered
+    as `pairs` are."""
 
     @property
     def priced_kind(self) -> str:
@@ -130,6 +137,44 @@ class Value:
     opcode: str
 
 
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One collective or one matmul of a `Stage`, in program order."""
+
+    collective: int = -1
+    """Index into `ProgramAnalysis.collectives`; -1 for a matmul."""
+    flops: float = 0.0
+    """A matmul's FLOPs per device (0 for a collective)."""
+    dtype: str = ""
+    """A matmul's type as `matmul_type` writes it (``f32``, ``bf16``, ``f32/highest``, ...)."""
+    after: tuple[int, ...] = ()
+    """Earlier events of the same stage (their indices) whose results it needs; the events
+    those need are left out (they are needed through them)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """A stretch of the program that runs `runs` times in a row: the body of a loop, or
+    straight-line code between loops (run once, or once per run of an enclosing loop)."""
+
+    events: tuple[Event, ...]
+    """Its collectives and matmuls, in program order."""
+    runs: int | None = 1
+    """Times it runs per execution (loop trip counts multiplied in); None when a loop's trip
+    count is not known when compiling."""
+    loop: str = ""
+    """The loop's instruction in the HLO text; empty for straight-line code."""
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Stage":
+        events = tuple(Event(int(e.get("collective", -1)), float(e.get("flops", 0.0)), str(e.get("dtype", "")),
+                             tuple(int(a) for a in e.get("after", ()))) for e in data["events"])
+        runs = data.get("runs", 1)
+        if runs is not None and int(runs) < 0:
+            raise ValueError(f"a stage cannot run {runs} times")
+        return cls(events, None if runs is None else int(runs), str(data.get("loop", "")))
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class ProgramAnalysis:
     """What a compiled program communicates and how much memory it uses, per device."""
@@ -151,12 +196,17 @@ class ProgramAnalysis:
     output_bytes: int | None = None
     """Bytes of the program's outputs per device."""
     dot_flops: tuple[tuple[str, float], ...] | None = None
-    """Matmul FLOPs per device by operand dtype, ((dtype, FLOPs), ...), read from the program's
-    dot instructions (2 x output elements x contracted size, loop trip counts multiplied in)."""
+    """Matmul FLOPs per device by operand type, ((type, FLOPs), ...), read from the program's
+    dot instructions (2 x output elements x contracted size, loop trip counts multiplied in);
+    the type is the dtype with the precision the dot asks for (`matmul_type`: ``f32``,
+    ``f32/highest``, ...)."""
     mesh_shape: tuple[int, ...] = ()
     """The mesh's shape (empty when not known)."""
     axis_names: tuple[str, ...] = ()
     """The mesh's axis names, in the order of `mesh_shape`."""
+    stages: tuple[Stage, ...] = ()
+    """The program in execution order, loop by loop, with what each stretch communicates and
+    computes (`assignments.steps`); empty when not read (an analysis made before it was)."""
 
     def __repr__(self) -> str:
         total = self.total_bytes
@@ -175,7 +225,9 @@ class ProgramAnalysis:
         return cls(
             collectives=tuple(
                 Collective(**{**c, "axes": tuple(c["axes"]), "operands": shapes(c["operands"]),
-                              "results": shapes(c["results"]), "shifts": tuple(c["shifts"])})
+                              "results": shapes(c["results"]), "shifts": tuple(c["shifts"]),
+                              "pairs": tuple((int(s), int(t)) for s, t in c.get("pairs", ())),
+                              "groups": tuple(tuple(int(d) for d in g) for g in c.get("groups", ()))})
                 for c in data["collectives"]),
             largest_values=tuple(Value(v["name"], ArrayShape(v["shape"]["dtype"], tuple(v["shape"]["dims"])),
                                        v["opcode"]) for v in data["largest_values"]),
@@ -185,6 +237,7 @@ class ProgramAnalysis:
             dot_flops=(None if data.get("dot_flops") is None
                        else tuple((str(d), float(f)) for d, f in data["dot_flops"])),
             mesh_shape=tuple(data.get("mesh_shape", ())), axis_names=tuple(data.get("axis_names", ())),
+            stages=tuple(Stage.from_json(st) for st in data.get("stages", ())),
         )
 
     def of_kind(self, *kinds: str) -> list[Collective]:
@@ -278,8 +331,9 @@ def _parse_instruction(line: str) -> _Instruction | None:
     )
 
 
+@functools.lru_cache(maxsize=2)  # one analysis reads the same text several times; nobody changes it
 def _parse_module(text: str):
-    """HLO text -> ({computation: [instructions]}, entry name)."""
+    """HLO text -> ({computation: [instructions]}, entry name). Cached: treat as read-only."""
     computations: dict[str, list[_Instruction]] = {}
     entry, current = None, None
     for line in text.splitlines():
@@ -366,6 +420,7 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
             if inst.opcode.endswith("-start") and len(results) >= 2 * len(operands):
                 results = results[len(operands):]  # async: (operands..., results...)
             shifts: tuple[int, ...] = ()
+            groups: list[list[int]] = []
             pairs = parse_source_target_pairs(inst.attrs)
             if pairs is not None:
                 pairs = [(s, t) for s, t in pairs if s != t]
@@ -392,7 +447,8 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
             found.append(Collective(
                 kind=kind, axes=axes, operands=operands, results=results,
                 count=mult.get(comp, 1), group_size=group_size, shifts=shifts, name=inst.name,
-                accelerator_kind=accelerator_kind,
+                accelerator_kind=accelerator_kind, pairs=tuple(pairs or ()),
+                groups=tuple(tuple(g) for g in groups),
             ))
     return found
 
@@ -437,20 +493,50 @@ def dot_flops_from_text(text: str) -> tuple[tuple[str, float], ...]:
     for comp, insts in computations.items():
         by_name = {i.name: i for i in insts}
         for inst in insts:
-            if inst.opcode != "dot" or len(inst.shapes) != 1:
-                continue
-            if inst.inline_shapes:
-                lhs = inst.inline_shapes[0]
-            elif inst.operands and inst.operands[0] in by_name and by_name[inst.operands[0]].shapes:
-                lhs = by_name[inst.operands[0]].shapes[0]
-            else:
-                continue
-            m = _CONTRACTING.search(inst.attrs)
-            dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
-            contracted = int(np.prod([lhs.dims[d] for d in dims if d < len(lhs.dims)], dtype=np.int64)) if dims else 1
-            runs = mult.get(comp)
-            flops[lhs.dtype] += 2.0 * inst.shapes[0].elements * contracted * (1 if runs is None else runs)
+            dot = dot_flops(inst, by_name)
+            if dot is not None:
+                runs = mult.get(comp)
+                flops[dot[0]] += dot[1] * (1 if runs is None else runs)
     return tuple(sorted(flops.items()))
+
+
+_OPERAND_PRECISION = re.compile(r"operand_precision=\{([^}]*)\}")
+_ALGORITHM = re.compile(r"\balgorithm=(dot_\w+)")
+_PRECISION_ORDER = ("default", "high", "highest")
+
+
+def matmul_type(dtype: str, attrs: str) -> str:
+    """A dot's operand dtype and the precision it asks for, as the cost model prices it:
+    ``f32`` (the default precision), ``f32/high``, ``f32/highest`` (`jax.lax.Precision`,
+    the higher of the two operands'), or ``f32/dot_bf16_bf16_f32_x3`` (a named algorithm,
+    `jax.lax.DotAlgorithmPreset`)."""
+    algorithm = _ALGORITHM.search(attrs)
+    if algorithm:
+        return f"{dtype}/{algorithm.group(1)}"
+    levels = _OPERAND_PRECISION.search(attrs)
+    if not levels:
+        return dtype
+    ranks = [_PRECISION_ORDER.index(p.strip()) for p in levels.group(1).split(",") if p.strip() in _PRECISION_ORDER]
+    level = _PRECISION_ORDER[max(ranks, default=0)]
+    return dtype if level == "default" else f"{dtype}/{level}"
+
+
+def dot_flops(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:
+    """(operand type, FLOPs) of one dot instruction: 2 x output elements x contracted size;
+    the type is `matmul_type` (the dtype, with the precision the dot asks for); None for any
+    other instruction (or a dot whose operand shape is not in the text)."""
+    if inst.opcode != "dot" or len(inst.shapes) != 1:
+        return None
+    if inst.inline_shapes:
+        lhs = inst.inline_shapes[0]
+    elif inst.operands and inst.operands[0] in by_name and by_name[inst.operands[0]].shapes:
+        lhs = by_name[inst.operands[0]].shapes[0]
+    else:
+        return None
+    m = _CONTRACTING.search(inst.attrs)
+    dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
+    contracted = int(np.prod([lhs.dims[d] for d in dims if d < len(lhs.dims)], dtype=np.int64)) if dims else 1
+    return matmul_type(lhs.dtype, inst.attrs), 2.0 * inst.shapes[0].elements * contracted
 
 
 def _entry_io_bytes(text: str) -> tuple[int | None, int | None]:
@@ -492,8 +578,11 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
         args, outs = _entry_io_bytes(text)
         argument_bytes = args if argument_bytes is None else argument_bytes
         output_bytes = outs if output_bytes is None else output_bytes
+    from .steps import stages_from_text  # reads the HLO with this module's parser
+
+    collectives = tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names)))
     return ProgramAnalysis(
-        collectives=tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names))),
+        collectives=collectives,
         largest_values=tuple(values_from_text(text)),
         temp_bytes=temp_bytes,
         num_devices=int(np.prod(mesh_shape)),
@@ -504,6 +593,7 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
         dot_flops=dot_flops_from_text(text),
         mesh_shape=tuple(int(n) for n in mesh_shape),
         axis_names=tuple(axis_names),
+        stages=stages_from_text(text, collectives),
     )
 
 

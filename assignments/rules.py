@@ -9,7 +9,9 @@ sizes plus ``nX`` and ``nY``), e.g. ``lambda s: s["B"] // s["nX"] * s["D"] // s[
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Union
+from typing import Callable, ClassVar, Union
+
+import numpy as np
 
 from .hlo import Collective, ProgramAnalysis
 
@@ -126,7 +128,12 @@ class Exactly:
                             f"time; use a loop with static bounds (jax.lax.fori_loop with Python ints)")
         got = sum(c.count or 0 for c in found)
         over = f" over {'/'.join(self.axes)}" if self.axes else ""
-        if got != want:
+        if got != want and not found:
+            others = _observed(analysis.collectives)
+            seen = f"the program's collectives: {others}" if analysis.collectives else \
+                "the program communicates nothing"
+            problems.append(f"no {self.kind}{over} in the program ({seen}); allowed: exactly {want}")
+        elif got != want:
             problems.append(f"{self.kind}{over} runs {got} time(s); allowed: exactly {want} "
                             f"(observed: {_observed(found)})")
         if self.elements is not None:
@@ -170,6 +177,8 @@ class MaxTotalBytes:
 class NoValueAtLeast:
     """No computed value (outside fusions) with `elements` or more elements per device."""
 
+    limits_memory: ClassVar[bool] = True
+    """A memory rule: the visible check labels it "rule", not "allowed communication"."""
     elements: Size
     what: str
     why: str = ""
@@ -232,10 +241,25 @@ class SplitReduction:
                      if c.kind in ("all-reduce", "reduce-scatter"))
         if pieces >= self.pieces:
             return []
+        if not pieces:
+            return [self._missing(analysis)]
         return [f"the reduction over {self.axis} runs as {pieces} piece(s) ({_observed(reductions)}); "
                 f"allowed: at least {self.pieces}. Tile the output dimension and reduce each tile "
                 f"separately (one psum per tile), so a tile's communication can overlap the next "
                 f"tile's matmul"]
+
+    def _missing(self, analysis) -> str:
+        """Nothing reduces over the axis: the partial sums were added over another axis, or not at all."""
+        elsewhere = [c for c in analysis.collectives if c.kind in ("all-reduce", "reduce-scatter")]
+        if elsewhere:
+            axes = " and ".join(sorted({"+".join(c.axes) for c in elsewhere}))
+            return (f"nothing is reduced over {self.axis}: the program reduces over {axes} instead "
+                    f"({_observed(elsewhere)}); allowed: the partial sums added over {self.axis}, in at "
+                    f"least {self.pieces} pieces. The contracting dimension is split over {self.axis}, "
+                    f"so that is the axis to sum over: check the axis name your psum is given")
+        return (f"nothing is reduced over {self.axis} (observed: {_observed(analysis.collectives)}); "
+                f"allowed: the partial sums added over {self.axis} (psum over '{self.axis}'), in at least "
+                f"{self.pieces} pieces: each device holds only its share of the contracting dimension")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -289,6 +313,150 @@ class HalfBlocks:
         return [f"collective-permute of the wrong size: {_observed(wrong)}; allowed: {allowed} "
                 f"elements each, half of a [{r}, {c}] block (within one row or column when the "
                 f"block is odd), so that both directions carry the same load"]
+
+
+def _step_of_ring(c: Collective, mesh_shape, axis_names, axis: str) -> dict[int, float]:
+    """Bytes per device that one run of permute `c` sends each way along `axis` ({+1: ..,
+    -1: ..}): its pairs' directions, each device's share of its bytes (a step of n/2 on an
+    even ring counts as +1, as `Collective.directions` does)."""
+    n = max(c.group_size, 1)
+    if c.pairs and mesh_shape and axis in axis_names:
+        i = list(axis_names).index(axis)
+        ways = [1 if (np.unravel_index(t, mesh_shape)[i] - np.unravel_index(s, mesh_shape)[i]) % n <= n // 2
+                else -1 for s, t in c.pairs]
+    else:  # an analysis without pairs: its distinct directions share its bytes
+        ways = [1 if d > 0 else -1 for d in c.directions]
+    return {w: c.bytes * ways.count(w) / len(ways) for w in (1, -1)} if ways else {}
+
+
+def ring_steps(analysis: ProgramAnalysis, axis: str) -> list[tuple[str, list[list[tuple[Collective, int]]]]]:
+    """The permutes over `axis` as the steps of ring phases: [(phase, [step, ...]), ...], each
+    step a list of (permute, runs of it in the step).
+
+    A phase is a loop body (one run of it) or straight-line code (`ProgramAnalysis.stages`);
+    a permute's step is its place on the longest chain of permutes over `axis` it depends on
+    within the phase, so the two halves that travel opposite ways in one step of a
+    bidirectional ring share a step however the compiler ordered them, and two phases run
+    one after the other stay apart. Without stages, the whole program is one step, each
+    permute counted as often as it runs."""
+    def ours(c):
+        return c.kind == "collective-permute" and c.axes == (axis,)
+
+    if not analysis.stages:
+        permutes = [(c, c.count or 1) for c in analysis.collectives if ours(c)]
+        return [("the whole program", [permutes])] if permutes else []
+    phases = []
+    for stage in analysis.stages:
+        depth: list[int] = []
+        steps: dict[int, list[Collective]] = {}
+        for e in stage.events:
+            c = analysis.collectives[e.collective] if 0 <= e.collective < len(analysis.collectives) else None
+            d = max((depth[a] for a in e.after if 0 <= a < len(depth)), default=0) + bool(c and ours(c))
+            depth.append(d)
+            if c is not None and ours(c):
+                steps.setdefault(d, []).append((c, 1))
+        if steps:
+            where = "straight-line code" if stage.runs == 1 and not stage.loop else \
+                f"a loop body run {stage.runs if stage.runs is not None else 'an unknown number of'} times"
+            phases.append((where, [steps[d] for d in sorted(steps)]))
+    return phases
+
+
+@dataclasses.dataclass(frozen=True)
+class BalancedDirections:
+    """At every step of every ring phase (`ring_steps`), the collective-permutes over `axis`
+    move the same bytes each way: exactly when a [rows, cols] block splits evenly, within
+    one row or column when it is odd. A phase that sends everything one way runs at one-way
+    speed however balanced the whole program is. Checked on rings of 3 or more devices, and
+    only where both directions occur (`BothDirections` reports a one-way program)."""
+
+    axis: str
+    rows: Callable[[dict], int]
+    cols: Callable[[dict], int]
+
+    def describe(self) -> str:
+        return f"every ring step over {self.axis} moves the same bytes each way"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        permutes = [c for c in analysis.of_kind("collective-permute") if c.axes == (self.axis,)]
+        if case.all_sizes[f"n{self.axis}"] < 3 or {d > 0 for c in permutes for d in c.directions} != {True, False}:
+            return []
+        r, c = _size(self.rows, case), _size(self.cols, case)
+        slack = max(r if c % 2 else 0, c if r % 2 else 0)   # elements: one column or row of an odd block
+        phases = ring_steps(analysis, self.axis)
+        problems = []
+        for p, (where, steps) in enumerate(phases, start=1):
+            bad = []
+            for k, step in enumerate(steps, start=1):
+                ways = {1: 0.0, -1: 0.0}
+                for permute, runs in step:
+                    for w, b in _step_of_ring(permute, analysis.mesh_shape, analysis.axis_names, self.axis).items():
+                        ways[w] += b * runs
+                size = max((o.bytes // max(o.elements, 1) for q, _ in step for o in q.operands), default=4)
+                if abs(ways[1] - ways[-1]) > slack * size:
+                    bad.append((k, ways))
+            if bad:
+                k, ways = bad[0]
+                step = "" if len(steps) == 1 else f", step {k} of its {len(steps)}"
+                more = f" (and {len(bad) - 1} more of its steps)" if len(bad) > 1 else ""
+                within = (f"within one row or column of the odd [{r}, {c}] block, {slack * size:,} bytes" if slack
+                          else f"the [{r}, {c}] block splits evenly")
+                problems.append(
+                    f"ring phase {p} of {len(phases)} ({where}){step}{more}: {ways[-1]:,.0f} bytes per device go "
+                    f"-1 and {ways[1]:,.0f} go +1; allowed: the same bytes each way at every step ({within}), so "
+                    f"that both directions of every link work at once. Send half of each block each way in "
+                    f"this phase too")
+        return problems
+
+
+def ring_directions_note(analysis: ProgramAnalysis) -> str:
+    """For a wrong result: which way the program's permutes moved data, and what each device
+    then holds after s steps, so a ring walking the other way than its schedule assumes shows."""
+    runs: dict[tuple[str, int], int] = {}
+    for c in analysis.of_kind("collective-permute"):
+        if len(c.axes) == 1 and c.group_size >= 3:   # on two devices both ways are the one neighbour
+            for d in c.directions:
+                runs[(c.axes[0], d)] = runs.get((c.axes[0], d), 0) + (c.count or 1)
+    if not runs:
+        return ""
+    seen = ", ".join(f"{d:+d} (device j sends to j{d:+d}) x{n}" for (axis, d), n in sorted(runs.items()))
+    axes = "/".join(sorted({axis for axis, _ in runs}))
+    ways = {d > 0 for _, d in runs}
+    holds = [f"after s steps of {d} a device holds what device idx {sign} s started with"
+             for d, sign, way in (("-1", "+", False), ("+1", "-", True)) if way in ways]
+    return (f"The program's collective-permutes over {axes} go {seen}: {'; '.join(holds)}. Check that "
+            f"the block each step multiplies or adds is the one that direction brings")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReducesOverAll:
+    """The program's `kind` collectives run over every mesh axis of more than one device: the
+    work was split over all of them (a reduction over X alone means only X split it)."""
+
+    kind: str
+    why: str = ""
+
+    def describe(self) -> str:
+        return f"the {self.kind} over every mesh axis of more than one device"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        sizes = dict(zip(("X", "Y"), case.mesh))
+        need = {a for a, n in sizes.items() if n > 1}
+        found = analysis.of_kind(self.kind)
+        covered = {a for c in found for a in c.axes}
+        missing = sorted(need - covered)
+        if not missing:
+            return []
+        lacking = " and ".join(f"{a} ({sizes[a]} devices)" for a in missing)
+        allowed = f"allowed: one over {' and '.join(sorted(need))}{'. ' + self.why if self.why else ''}"
+        if not covered:
+            seen = (f"the program's collectives: {_observed(analysis.collectives)}" if analysis.collectives
+                    else "the program communicates nothing")
+            return [f"the work is not split over {lacking}: no {self.kind} adds the devices' partial results "
+                    f"({seen}); {allowed}"]
+        split = " and ".join(sorted(covered))
+        return [f"the work is split over {split} only, not over {lacking}: the {self.kind} that adds the "
+                f"devices' partial results runs over {split} ({_observed(found)}); {allowed}"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,24 +15,40 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from assignments import check, compare, make_mesh, report
 
 
-def _rings(n):
-    """Pairs for one step left (j -> j-1) and one step right (j -> j+1) around a ring of n."""
-    return [(j, (j - 1) % n) for j in range(n)], [(j, (j + 1) % n) for j in range(n)]
+def reducescatter_matmul(T, W2, *, mesh):
+    def local(t, w2):                     # t: [B/nX, F/nY], w2: [F/nY, D]
+        n = jax.lax.axis_size('Y')
+        idx = jax.lax.axis_index('Y')
+        chunk = w2.shape[1] // n
+
+        def partial(block):               # this device's share of output block `block`
+            return t @ jax.lax.dynamic_slice_in_dim(w2, block * chunk, chunk, axis=1)
+
+        def step(s, acc):
+            acc = jax.lax.ppermute(acc, 'Y', [(j, (j - 1) % n) for j in range(n)])
+            return acc + partial((idx + s + 1) % n)
+
+        return jax.lax.fori_loop(1, n, step, partial((idx + 1) % n))
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
+                         out_specs=P('X', 'Y'))(T, W2)
 
 
 def reducescatter_matmul_bidirectional(T, W2, *, mesh):
     def local(t, w2):                     # t: [B/nX, F/nY], w2: [F/nY, D]
         n = jax.lax.axis_size('Y')
         idx = jax.lax.axis_index('Y')
-        half = w2.shape[1] // n // 2      # each output block travels as two halves
-        left, right = _rings(n)
+        block = w2.shape[1] // n
+        sizes = (block // 2, block - block // 2)   # the two halves; the second wider when odd
+        left = [(j, (j - 1) % n) for j in range(n)]
+        right = [(j, (j + 1) % n) for j in range(n)]
 
-        def partial(block, which):        # this device's share of one half of a block
-            start = block * 2 * half + which * half
-            return t @ jax.lax.dynamic_slice_in_dim(w2, start, half, axis=1)
+        def partial(b, half):             # this device's share of one half of block b
+            start = b * block + half * sizes[0]
+            return t @ jax.lax.dynamic_slice_in_dim(w2, start, sizes[half], axis=1)
 
         def step(s, accs):
-            lo, hi = accs                 # lo halves travel left, hi halves right
+            lo, hi = accs                 # first halves travel left, second halves right
             lo = jax.lax.ppermute(lo, 'Y', left) + partial((idx + s + 1) % n, 0)
             hi = jax.lax.ppermute(hi, 'Y', right) + partial((idx - s - 1) % n, 1)
             return lo, hi
@@ -49,11 +65,15 @@ def allreduce_matmul_bidirectional(A, W, *, mesh):
         n = jax.lax.axis_size('Y')
         idx = jax.lax.axis_index('Y')
         block = w.shape[1] // n
-        half = block // 2
-        left, right = _rings(n)
+        sizes = (block // 2, block - block // 2)
+        left = [(j, (j - 1) % n) for j in range(n)]
+        right = [(j, (j + 1) % n) for j in range(n)]
 
-        def partial(b, which):
-            return a @ jax.lax.dynamic_slice_in_dim(w, b * block + which * half, half, axis=1)
+        def start(b, half):               # where one half of block b begins along F
+            return b * block + half * sizes[0]
+
+        def partial(b, half):
+            return a @ jax.lax.dynamic_slice_in_dim(w, start(b, half), sizes[half], axis=1)
 
         # Reduce-scatter around both rings: device idx ends with block idx fully summed.
         def reduce_step(s, accs):
@@ -66,15 +86,15 @@ def allreduce_matmul_bidirectional(A, W, *, mesh):
 
         # All-gather around both rings: every device collects every block.
         out = jnp.zeros((a.shape[0], w.shape[1]), a.dtype)
-        out = jax.lax.dynamic_update_slice_in_dim(out, lo, idx * block, axis=1)
-        out = jax.lax.dynamic_update_slice_in_dim(out, hi, idx * block + half, axis=1)
+        out = jax.lax.dynamic_update_slice_in_dim(out, lo, start(idx, 0), axis=1)
+        out = jax.lax.dynamic_update_slice_in_dim(out, hi, start(idx, 1), axis=1)
 
         def gather_step(s, carry):
             out, lo, hi = carry
-            lo = jax.lax.ppermute(lo, 'Y', left)      # now the lo half of block idx + s
-            hi = jax.lax.ppermute(hi, 'Y', right)     # now the hi half of block idx - s
-            out = jax.lax.dynamic_update_slice_in_dim(out, lo, ((idx + s) % n) * block, axis=1)
-            out = jax.lax.dynamic_update_slice_in_dim(out, hi, ((idx - s) % n) * block + half, axis=1)
+            lo = jax.lax.ppermute(lo, 'Y', left)      # now the first half of block idx + s
+            hi = jax.lax.ppermute(hi, 'Y', right)     # now the second half of block idx - s
+            out = jax.lax.dynamic_update_slice_in_dim(out, lo, start((idx + s) % n, 0), axis=1)
+            out = jax.lax.dynamic_update_slice_in_dim(out, hi, start((idx - s) % n, 1), axis=1)
             return out, lo, hi
 
         out, _, _ = jax.lax.fori_loop(1, n, gather_step, (out, lo, hi))
@@ -91,11 +111,12 @@ def allgather_matmul_bidirectional(A, W, *, mesh):
         n = jax.lax.axis_size('Y')
         idx = jax.lax.axis_index('Y')
         chunk = a.shape[1]
-        half = chunk // 2
-        left, right = _rings(n)
+        sizes = (chunk // 2, chunk - chunk // 2)
+        left = [(j, (j - 1) % n) for j in range(n)]
+        right = [(j, (j + 1) % n) for j in range(n)]
 
-        def w_rows(block, which):
-            return jax.lax.dynamic_slice_in_dim(w, block * chunk + which * half, half, axis=0)
+        def w_rows(b, half):              # the rows of w that meet one half of chunk b
+            return jax.lax.dynamic_slice_in_dim(w, b * chunk + half * sizes[0], sizes[half], axis=0)
 
         def step(s, carry):
             acc, lo, hi = carry           # lo: first half of chunk idx + s; hi: second half of idx - s
@@ -103,7 +124,7 @@ def allgather_matmul_bidirectional(A, W, *, mesh):
             return acc, jax.lax.ppermute(lo, 'Y', left), jax.lax.ppermute(hi, 'Y', right)
 
         acc = jax.lax.pcast(jnp.zeros((a.shape[0], w.shape[1]), a.dtype), ('X', 'Y'), to='varying')
-        acc, lo, hi = jax.lax.fori_loop(0, n - 1, step, (acc, a[:, :half], a[:, half:]))
+        acc, lo, hi = jax.lax.fori_loop(0, n - 1, step, (acc, a[:, :sizes[0]], a[:, sizes[0]:]))
         return acc + lo @ w_rows((idx + n - 1) % n, 0) + hi @ w_rows((idx - n + 1) % n, 1)
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P(None, 'Y')),

@@ -147,19 +147,76 @@ def test_collective_seconds_on_a_bare_chip_uses_the_books_rule():
     assert collective_seconds(ag, "TPU v5p") == pytest.approx(1.5 * M / 9e10)
 
 
-def test_compute_is_dtype_aware():
+def test_compute_is_dtype_and_precision_aware():
     """One matmul of 2 x 512 x 2048 x 2048 = 4.29e9 FLOPs per chip: int32 on a v5e takes the
-    book's measured 224 us; bf16 4.29e9 / 1.97e14 = 21.8 us; f32 6 bf16 passes: 130.8 us."""
+    book's measured 224 us; bf16 4.29e9 / 1.97e14 = 21.8 us; f32 at JAX's default precision is
+    one bf16 pass on a TPU (21.8 us), Precision.HIGH 3 passes (65.4 us), HIGHEST 6 (130.8 us);
+    named algorithms by their input type and passes."""
     flops = 2 * 512 * 2048 * 2048
     base = dict(collectives=(), largest_values=(), temp_bytes=0, num_devices=8, argument_bytes=0, output_bytes=0,
                 mesh_shape=(2, 4), axis_names=("X", "Y"))
-    for dtype, seconds in (("s32", 224e-6), ("bf16", flops / 1.97e14), ("f32", 6 * flops / 1.97e14)):
+    bf16 = flops / 1.97e14
+    for dtype, seconds in (("s32", 224e-6), ("bf16", bf16), ("f32", bf16), ("f32/high", 3 * bf16),
+                           ("f32/highest", 6 * bf16), ("f32/dot_bf16_bf16_f32", bf16),
+                           ("f32/dot_bf16_bf16_f32_x3", 3 * bf16), ("f32/dot_bf16_bf16_f32_x6", 6 * bf16),
+                           ("f32/dot_f32_f32_f32", 6 * bf16)):
         e = estimate(ProgramAnalysis(**base, dot_flops=((dtype, float(flops)),)), "TPU v5e")
-        assert e.compute_s == pytest.approx(seconds, rel=1e-6)
+        assert e.compute_s == pytest.approx(seconds, rel=1e-6), dtype
     # Memory-bound: no FLOPs, 81 MB in and out: 81e6 / 8.1e11 = 100 us.
     e = estimate(ProgramAnalysis(**{**base, "argument_bytes": 40_500_000, "output_bytes": 40_500_000},
                                  dot_flops=()), "TPU v5e")
     assert e.compute_s == pytest.approx(100e-6)
+
+
+def test_an_h100_runs_default_f32_on_tf32_tensor_cores():
+    """JAX's default and HIGH precision use TF32 on an H100 (495 TFLOP/s dense), HIGHEST true
+    float32 (67 TFLOP/s)."""
+    h100 = CHIPS["H100"]
+    assert h100.peak("f32") == h100.peak("f32/high") == h100.peak("f32/dot_tf32_tf32_f32") == 4.95e14
+    assert h100.peak("f32/highest") == 6.7e13
+    assert "TF32" in h100.precision_text("f32") and "HIGHEST" in h100.precision_text("f32/highest")
+
+
+def test_the_compiled_program_says_which_precision_a_dot_asks_for():
+    """Is each dot's precision read from the HLO text (none, operand_precision, algorithm), the
+    higher operand's level winning?"""
+    from assignments.hlo import matmul_type
+
+    dot = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    assert matmul_type("f32", dot) == "f32"
+    assert matmul_type("f32", dot + ", operand_precision={highest,highest}") == "f32/highest"
+    assert matmul_type("f32", dot + ", operand_precision={default,high}") == "f32/high"
+    assert matmul_type("f32", dot + ", algorithm=dot_bf16_bf16_f32_x3") == "f32/dot_bf16_bf16_f32_x3"
+    assert matmul_type("bf16", dot) == "bf16"
+
+
+def test_tables_say_which_precision_they_priced():
+    """Does the comparison table's caption name the precision of the program's matmuls?"""
+    from assignments.costs import comparison_table
+    from assignments.display import to_text
+
+    flops = 2 * 512 * 2048 * 2048
+    base = dict(collectives=(), largest_values=(), temp_bytes=0, num_devices=8, argument_bytes=0, output_bytes=0,
+                mesh_shape=(2, 4), axis_names=("X", "Y"))
+    text = to_text(comparison_table({"a": ProgramAnalysis(**base, dot_flops=(("f32", float(flops)),)),
+                                     "b": ProgramAnalysis(**base, dot_flops=(("f32/highest", float(flops)),))}))
+    assert "matmuls of a: f32 at JAX's default precision: 1 bf16 pass, 1.97e+14 FLOP/s" in text
+    assert "matmuls of b: f32 at Precision.HIGHEST: 6 bf16 passes, 3.28e+13 FLOP/s" in text
+
+
+def test_table_cells_never_split_a_word_or_a_number():
+    """In a notebook, do the estimate table's numbers stay on one line and its names break only
+    between words, with a table too wide for the window scrolling instead?"""
+    from assignments.costs import comparison_table
+    from assignments.display import table_html
+
+    base = dict(collectives=(), largest_values=(), temp_bytes=0, num_devices=8, argument_bytes=0, output_bytes=0,
+                mesh_shape=(2, 4), axis_names=("X", "Y"), dot_flops=(("f32", 1e9),))
+    html = table_html(comparison_table({"allgather_matmul": ProgramAnalysis(**base)}))
+    cells = html.split("<td")[1:]
+    assert all("overflow-wrap:normal" in c and "word-break:normal" in c for c in cells)
+    assert all("white-space:nowrap" in c for c in cells if "text-align:right" in c)
+    assert "overflow-x:auto" in html
 
 
 def test_pipelined_schedule():

@@ -18,7 +18,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import assignments
-from assignments.costs import estimate, pipelined_seconds, slice_for
+from assignments.costs import estimate, program_seconds, slice_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURE = re.compile(r'<span title="fig:(\w+)">([^<]*)</span>')
@@ -42,52 +42,57 @@ def _x(r):
 
 
 def problem3_figures() -> dict:
+    """Each program at its own schedule (`program_seconds`: the estimate tables' column)."""
     from assignments.contracts.problem3 import jit_block, jit_matmul
-    from solutions.problem3 import allgather_matmul, reducescatter_matmul, transformer_block
+    from solutions.problem3 import allgather_matmul, allreduce_matmul, reducescatter_matmul, transformer_block
 
     mesh = assignments.make_mesh((2, 4))
     v5e = slice_for("TPU v5e", (2, 4), ("X", "Y"))
     a = lambda *s: _abstract(mesh, *s)  # noqa: E731
     ag_args = (a((B, D), ("X", "Y")), a((D, F), (None, "Y")))
+    ar_args = (a((B, D), ("X", "Y")), a((D, F), ("Y", None)))
     rs_args = (a((B, F), ("X", "Y")), a((F, D), ("Y", None)))
     blk_args = (a((B, D), ("X", "Y")), a((D, F), (None, "Y")), a((F, D), ("Y", None)))
-    plain = estimate(_analyze(mesh, jit_matmul("X", "Y"), *ag_args), v5e)
-    ring = estimate(_analyze(mesh, allgather_matmul, *ag_args), v5e)
-    ring_s = pipelined_seconds(ring.compute_s, ring.comm_s, steps=4)
-    rs_plain = estimate(_analyze(mesh, jit_matmul("X", "Y"), *rs_args), v5e)
-    rs_ring = estimate(_analyze(mesh, reducescatter_matmul, *rs_args), v5e)
-    rs_ring_s = pipelined_seconds(rs_ring.compute_s, rs_ring.comm_s, steps=4)
-    blk_plain = estimate(_analyze(mesh, jit_block, *blk_args), v5e)
-    blk = estimate(_analyze(mesh, transformer_block, *blk_args), v5e)
-    blk_s = 2 * pipelined_seconds(blk.compute_s / 2, blk.comm_s / 2, steps=4)
-    # Where a chunk's matmul (compute / 4) stops hiding one permute (comm / 3), as F shrinks:
-    # compute grows with F, the permutes do not.
+    runs = {name: _analyze(mesh, fn, *args) for name, fn, args in (
+        ("plain", jit_matmul("X", "Y"), ag_args), ("ring", allgather_matmul, ag_args),
+        ("ar_plain", jit_matmul("X", None), ar_args), ("ar", allreduce_matmul, ar_args),
+        ("rs_plain", jit_matmul("X", "Y"), rs_args), ("rs", reducescatter_matmul, rs_args),
+        ("blk_plain", jit_block, blk_args), ("blk", transformer_block, blk_args))}
+    t = {name: program_seconds(x, v5e) for name, x in runs.items()}
+    plain, ring = estimate(runs["plain"], v5e), estimate(runs["ring"], v5e)
+    # Where a chunk's matmul (compute / 4) would hide one permute (comm / 3), compute growing with F.
     f_even = F * (ring.comm_s / 3) / (ring.compute_s / 4)
     return {
-        "p3_compute": _us(plain.compute_s), "p3_gather": _us(plain.comm_s), "p3_plain": _us(plain.serialized_s),
-        "p3_ring_comm": _us(ring.comm_s), "p3_ring": _us(ring_s), "p3_speedup": _x(plain.serialized_s / ring_s),
+        "p3_compute": _us(plain.compute_s), "p3_gather": _us(plain.comm_s), "p3_plain": _us(t["plain"]),
+        "p3_ring_comm": _us(ring.comm_s), "p3_ring_compute": _us(ring.compute_s), "p3_ring": _us(t["ring"]),
+        "p3_speedup": _x(t["plain"] / t["ring"]),
         "p3_sent_plain": f"{plain.comm_bytes / 1e6:.2f} MB", "p3_sent_ring": f"{ring.comm_bytes / 1e6:.2f} MB",
-        "p3_rs_plain": _us(rs_plain.serialized_s), "p3_rs_speedup": _x(rs_plain.serialized_s / rs_ring_s),
-        "p3_block_plain": _us(blk_plain.serialized_s), "p3_block": _us(blk_s),
-        "p3_block_speedup": _x(blk_plain.serialized_s / blk_s), "p3_f_even": f"{f_even:,.0f}",
+        "p3_rs_plain": _us(t["rs_plain"]), "p3_rs_ring": _us(t["rs"]), "p3_rs_speedup": _x(t["rs_plain"] / t["rs"]),
+        "p3_ar_speedup": _x(t["ar_plain"] / t["ar"]),
+        "p3_block_plain": _us(t["blk_plain"]), "p3_block": _us(t["blk"]),
+        "p3_block_speedup": _x(t["blk_plain"] / t["blk"]), "p3_f_even": f"{f_even:,.0f}",
     }
 
 
 def problem4_figures() -> dict:
+    """The one-way and two-way reduce-scatter matmuls on a v5e (Y a line) and a v5p (Y a ring),
+    at JAX's default precision and at Precision.HIGHEST."""
     from solutions.problem3 import reducescatter_matmul
     from solutions.problem4 import reducescatter_matmul_bidirectional
 
     mesh = assignments.make_mesh((2, 4))
+    args = (_abstract(mesh, (B, F), ("X", "Y")), _abstract(mesh, (F, D), ("Y", None)))
+    runs = {}
+    for precision in ("default", "highest"):
+        with jax.default_matmul_precision(precision):
+            runs[precision] = [_analyze(mesh, fn, *args) for fn in (reducescatter_matmul, reducescatter_matmul_bidirectional)]
     out = {}
     for label, chip in (("v5e", "TPU v5e"), ("v5p", "TPU v5p")):
         s = slice_for(chip, (2, 4), ("X", "Y"))
-        for f in (F, 1024):
-            args = (_abstract(mesh, (B, f), ("X", "Y")), _abstract(mesh, (f, D), ("Y", None)))
-            one = estimate(_analyze(mesh, reducescatter_matmul, *args), s)
-            two = estimate(_analyze(mesh, reducescatter_matmul_bidirectional, *args), s)
-            t1 = pipelined_seconds(one.compute_s, one.comm_s, steps=4)
-            t2 = pipelined_seconds(one.compute_s, two.comm_s, steps=4)
-            key = f"p4_{label}" + ("" if f == F else f"_f{f}")
+        for precision, (one_a, two_a) in runs.items():
+            one, two = estimate(one_a, s), estimate(two_a, s)
+            t1, t2 = program_seconds(one_a, s), program_seconds(two_a, s)
+            key = f"p4_{label}" + ("" if precision == "default" else f"_{precision}")
             out.update({f"{key}_compute": _us(one.compute_s), f"{key}_comm1": _us(one.comm_s),
                         f"{key}_comm2": _us(two.comm_s), f"{key}_one": _us(t1), f"{key}_two": _us(t2),
                         f"{key}_speedup": _x(t1 / t2)})

@@ -15,8 +15,8 @@ from grading import cached_grader
 
 from assignments.contract import Case
 from assignments.contracts import get_assignment
-from assignments.export_worker import signature_problem
-from assignments.contracts.problem2 import BYTES_FACTOR, TokensByAllToAll
+from graders.sandboxed.export import signature_problem
+from assignments.contracts.problem2 import BYTES_FACTOR, TokensByAllToAll, per_device_f, size_problems
 from assignments.hlo import ArrayShape, Collective, ProgramAnalysis, Value
 from assignments.rules import NoValueAtLeast, OnlyWhen
 from graders import Limits
@@ -182,19 +182,34 @@ def _overflows(case: Case, seed: int) -> bool:
     return int(np.max(counts)) > capacity
 
 
+def _capacity_over_the_bound(case: Case, seed: int) -> bool:
+    """Do fixed_capacity's rounds (1.5x each destination's fair share, rounded up to whole
+    chunks, with ids) move more than 2x what the case's routing needs?"""
+    s = case.all_sizes
+    if s["nX"] < 2:
+        return False
+    _, _, B = hidden_inputs(ASSIGNMENT, ASSIGNMENT.part("moe_all_to_all"), case, seed)
+    tokens, nX = s["S"] // s["nX"], s["nX"]
+    chunk = max(1, tokens // 4)
+    rounds = -(-3 * tokens // (2 * nX * chunk))
+    moved = rounds * chunk * nX * (s["D"] + 1 + per_device_f(s)) * 4
+    return moved > BYTES_FACTOR * TokensByAllToAll(per_device_f).need(case, B)[1]
+
+
 def test_fixed_capacity_drops_tokens_when_an_expert_is_overloaded(grade):
     """Does an all-to-all with a fixed number of rounds (a capacity) fail exactly the cases that
-    overload a device (every token to one expert among them), on values and nothing else?"""
+    overload a device (every token to one expert among them) on values, and the rule exactly
+    where its fixed capacity costs more than 2x the bytes the routing needs?"""
     from graders.hidden import case_seed
 
     result = grade("fixed_capacity", only=["moe_all_to_all"])
     part = result.part("moe_all_to_all")
     for index, c in enumerate(part.cases):
-        dropped = _overflows(c.case, case_seed(ASSIGNMENT.name, "moe_all_to_all", index))
-        assert c.values_ok == (not dropped), (c.case.label, c.problems)
-        assert c.rule_ok, c.problems
+        seed = case_seed(ASSIGNMENT.name, "moe_all_to_all", index)
+        assert c.values_ok == (not _overflows(c.case, seed)), (c.case.label, c.problems)
+        assert c.rule_ok == (not _capacity_over_the_bound(c.case, seed)), (c.case.label, c.problems)
         if c.case.sizes["experts_used"] == 1 and c.case.mesh[0] > 1:
-            assert dropped
+            assert _overflows(c.case, case_seed(ASSIGNMENT.name, "moe_all_to_all", index))
     failing = [c for c in part.cases if not c.values_ok]
     assert failing and re.search(r"values wrong: \d+ of \d+ elements differ", part.output)
     assert part.score < part.max_score
@@ -208,8 +223,9 @@ def test_one_round_for_all_tokens_breaks_the_activation_rule(grade):
         assert c.values_ok
         assert c.rule_ok == (c.case.mesh[0] == 1), c.problems
     assert re.search(r"allowed: no value with [\d,]+ or more elements \(the global \[S, D\] activations, "
-                     r"S\*D elements\)\. Send tokens in fixed-size chunks.* \(this rule applies on meshes "
-                     r"with nX >= 2\)", part.output)
+                     r"S\*D elements\)\. f32\[[\d,]+\] holds \d+ rows, as many as all S = \d+ tokens: a round .*"
+                     r"Send tokens in fixed-size chunks of at most .* \(this rule applies on meshes with nX >= 2\)",
+                     part.output)
 
 
 def test_topk_that_sums_fails_every_k_above_one(grade):
@@ -310,8 +326,204 @@ def test_all_reduce_broadcast_is_not_an_all_to_all(grade):
                              c.problems[0])
 
 
+# --- fragile designs: each fails exactly where its rule's formula says --------------------
+
+
+def _sizes(case: Case, name: str) -> dict:
+    """The per-device sizes a design's values are built from: G experts, T tokens, R result
+    columns (F/nY, or F for the _x parts), and the two memory limits."""
+    s = case.all_sizes
+    x = name.endswith("_x")
+    share = s["S"] * s["D"] * s["F"] // (s["nX"] * (1 if x else s["nY"]))
+    return dict(s, G=s["E"] // s["nX"], T=s["S"] // s["nX"], R=s["F"] if x else s["F"] // s["nY"],
+                share=share)
+
+
+def _one_call_crosses(case: Case, name: str, product: bool) -> bool:
+    """Does one grouping call over every token (a padded buffer [G, S, D], with `product` its
+    [G, S, R] too; else ragged_dot's CPU copy [S, G*D]) hold a device's share of [S, D, F]?"""
+    z = _sizes(case, name)
+    widest = max(z["D"], z["R"]) if product else z["D"]
+    return z["G"] >= 2 and z["G"] * z["S"] * widest >= z["share"]
+
+
+def _round_crosses(case: Case, name: str, chunk: int, product: bool = False) -> bool:
+    """Does a round's padded buffer (or ragged_dot copy) for G experts, G x nX*chunk rows,
+    reach all S tokens (on nX >= 2), or the share?"""
+    z = _sizes(case, name)
+    rows = z["G"] * z["nX"] * chunk
+    widest = max(z["D"], z["R"]) if product else z["D"]
+    return z["G"] >= 2 and ((z["nX"] >= 2 and rows >= z["S"]) or rows * widest >= z["share"])
+
+
+def _rounds_over_the_bound(case: Case, name: str, chunk: int, seed: int) -> bool:
+    """Do rounds of `chunk` pairs per destination, stopped when the busiest pair is done,
+    with ids and one pmax, move more than 2x what the case's routing needs?"""
+    z = _sizes(case, name)
+    if z["nX"] < 2:
+        return False
+    _, _, B = hidden_inputs(ASSIGNMENT, ASSIGNMENT.part(name), case, seed)
+    rule = TokensByAllToAll(result=lambda s: z["R"])
+    m, need = rule.need(case, B)
+    moved = -(-m // chunk) * chunk * z["nX"] * (z["D"] + 1 + z["R"]) * 4 + 4
+    return moved > BYTES_FACTOR * need
+
+
+def _seeds(name: str) -> list[int]:
+    from graders.hidden import case_seed
+
+    return [case_seed(ASSIGNMENT.name, name, i) for i in range(len(cases_of(name)))]
+
+
+def test_hidden_and_visible_sizes_keep_the_asked_for_designs_within_the_rules():
+    """Are all hidden and visible sizes ones where the design each part asks for can hold its
+    rules (gathered tokens and partial outputs below the share, a device's experts below
+    [S, D])?"""
+    for part in ASSIGNMENT.parts:
+        for case in cases_of(part.name) + [part.visible_case]:
+            assert size_problems(part.name, case.all_sizes) == [], (part.name, case.label)
+
+
+def test_hidden_cases_sit_where_fragile_designs_break():
+    """Does each memory and byte rule have hidden cases at the boundary a plausible design
+    crosses: a padded buffer's product (E >= D) in every single-call part, a padded round of
+    the old chunk (E/nX >= 4), the byte bound at a chunk boundary on nX = 4, k copies with
+    k >= nX; and is every single-call ragged_dot copy below the share?"""
+    for name in ("moe_local", "moe_allgather", "moe_allgather_x"):
+        cases = cases_of(name)
+        assert any(_one_call_crosses(c, name, product=True) for c in cases), name
+        assert not any(_one_call_crosses(c, name, product=False) for c in cases), name
+    for name in ("moe_all_to_all", "moe_all_to_all_x"):
+        cases, seeds = cases_of(name), _seeds(name)
+        old = [max(1, c.all_sizes["S"] // c.all_sizes["nX"] // 4) for c in cases]
+        assert any(_round_crosses(c, name, k) for c, k in zip(cases, old)), name
+        assert any(_rounds_over_the_bound(c, name, k, seed) and c.mesh[0] == 4
+                   for c, k, seed in zip(cases, old, seeds)), name
+    assert any(c.all_sizes["k"] >= c.mesh[0] >= 2 for c in cases_of("moe_topk"))
+
+
+def test_padded_buffer_fails_exactly_where_its_product_reaches_the_share(grade):
+    """Does the book's padded buffer, in moe_local and through one call of it in the all-gather
+    parts, keep its values everywhere and lose the memory half exactly where E/nX*S*max(D, R)
+    reaches the share, with a message naming the padded product, not W[B]?"""
+    names = ["moe_local", "moe_allgather", "moe_allgather_x"]
+    result = grade("padded_buffer", only=names)
+    for name in names:
+        part = result.part(name)
+        for c in part.cases:
+            assert c.values_ok, (name, c.problems)
+            assert c.rule_ok == (not _one_call_crosses(c.case, name, product=True)), (name, c.case.label)
+        assert not all(c.rule_ok for c in part.cases), name
+        assert re.search(r"is a padded buffer or its product: \d+ slots for each of \d+ experts",
+                         part.output), part.output
+        assert "W[B]" not in part.output
+
+
+def test_ragged_dot_holds_in_one_call_and_its_cpu_copy_is_named_in_rounds(grade):
+    """Does jax.lax.ragged_dot keep full marks in one call over every token, and in rounds of
+    chunk (S/nX) // (2*nX) lose the memory half exactly where E/nX x nX*chunk rows reach S,
+    with a message saying XLA:CPU made the value and which chunk avoids it?"""
+    names = ["moe_local", "moe_allgather", "moe_allgather_x", "moe_all_to_all", "moe_all_to_all_x"]
+    result = grade("ragged_dot_grouping", only=names)
+    for name in names[:3]:
+        assert result.part(name).score == POINTS[name], result.part(name).output
+    for name in names[3:]:
+        part = result.part(name)
+        for c in part.cases:
+            s = c.case.all_sizes
+            chunk = max(1, s["S"] // s["nX"] // (2 * s["nX"]))
+            assert c.values_ok, c.problems
+            assert c.rule_ok == (not _round_crosses(c.case, name, chunk)), (name, c.case.label)
+        assert re.search(r"XLA:CPU made f32\[\d+,\d+\], not a line of your code: it runs jax.lax.ragged_dot "
+                         r".*use a smaller chunk \(at most \(S/nX\) // \(2\*max\(nX, E/nX\)\) = \d+", part.output)
+
+
+def test_old_hint_chunk_fails_exactly_at_the_memory_and_byte_boundaries(grade):
+    """Does the old hint, chunk (S/nX) // 4 with a padded moe_local (ragged_dot in the _x part)
+    per round, keep its values and lose the rule exactly where a round's buffer reaches S*D or
+    the last round's padding passes 2x the need, each with a message naming that fault?"""
+    names = ["moe_all_to_all", "moe_topk", "moe_all_to_all_x"]
+    result = grade("quarter_chunk", only=names)
+    for name in names:
+        part = result.part(name)
+        for c, seed in zip(part.cases, _seeds(name)):
+            s = c.case.all_sizes
+            chunk = max(1, s["S"] // s["nX"] // 4)
+            memory = _round_crosses(c.case, name, chunk, product=not name.endswith("_x"))
+            over = _rounds_over_the_bound(c.case, name, chunk, seed)
+            assert c.values_ok, c.problems
+            assert c.rule_ok == (not (memory or over)), (name, c.case.label, c.problems)
+            text = "; ".join(c.problems)
+            if over:
+                assert re.search(r"round\(s\) of chunk \d+ are what the busiest pair needs; the excess is "
+                                 r"padding.*Use a smaller chunk: at most \(S/nX\) // \(2\*max\(nX, E/nX\)\) = \d+",
+                                 text)
+            if memory:
+                assert "Send tokens in fixed-size chunks" not in text
+                assert re.search(r"is a padded buffer or its product|XLA:CPU made", text), text
+        assert not all(c.rule_ok for c in part.cases), name
+
+
+def test_topk_copies_fail_exactly_when_k_reaches_nX(grade):
+    """Does a copy of the tokens for every (token, expert) pair, made before the rounds, keep
+    its values and lose the memory half exactly where S/nX*k rows reach S (k >= nX, nX >= 2)
+    or the share, with a message naming the k copies?"""
+    part = grade("topk_copies", only=["moe_topk"]).part("moe_topk")
+    for c in part.cases:
+        z = _sizes(c.case, "moe_topk")
+        rows = z["T"] * z["k"]
+        big = (z["nX"] >= 2 and rows >= z["S"]) or rows * z["D"] >= z["share"]
+        assert c.values_ok, c.problems
+        assert c.rule_ok == (not big), (c.case.label, c.problems)
+        if big:
+            assert re.search(rf"is {z['k']} copies of your {z['T']} tokens, one per \(token, expert\) pair",
+                             "; ".join(c.problems))
+    assert "Send tokens in fixed-size chunks" not in part.output
+
+
+def test_results_gathered_over_x_are_named_as_results(grade):
+    """Does bringing results home with an all-gather over X lose the rule half on every nX >= 2
+    case, named as gathered results (not tokens) wherever F/nY differs from D?"""
+    part = grade("results_allgather", only=["moe_all_to_all"]).part("moe_all_to_all")
+    for c in part.cases:
+        z = _sizes(c.case, "moe_all_to_all")
+        assert c.values_ok, c.problems
+        assert c.rule_ok == (z["nX"] == 1), c.problems
+        text = "; ".join(c.problems)
+        if z["nX"] > 1 and z["R"] != z["D"]:
+            assert "That gathers results (rows of F) to every row" in text, text
+            assert "gathered everywhere" not in text
+
+
+def test_visible_checks_meet_the_fragile_designs():
+    """Does each visible check pass the solution and fail, at its own sizes, the fragile design
+    of its part (a padded product, a padded round of the old chunk, k copies, ragged_dot's CPU
+    copy in rounds), as the graders do?"""
+    import importlib.util
+
+    from assignments import check
+    import solutions.problem2 as solution
+
+    def corpus(name):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(CORPUS, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    for name in POINTS:
+        assert check(getattr(solution, name), show=False).passed, name
+    fragile = {("padded_buffer", "moe_local"): "padded buffer", ("padded_buffer", "moe_allgather"): "padded buffer",
+               ("padded_buffer", "moe_allgather_x"): "padded buffer", ("quarter_chunk", "moe_all_to_all"): "padded buffer",
+               ("topk_copies", "moe_topk"): "copies of your",
+               ("ragged_dot_grouping", "moe_all_to_all_x"): "XLA:CPU made"}
+    for (file, name), words in fragile.items():
+        failed = check(getattr(corpus(file), name), show=False, raises=False)
+        assert not failed.passed and any(words in p for p in failed.problems), (file, name, failed.problems)
+
+
 TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum",
-          "dense_gather_x"}
+          "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
+          "results_allgather"}
 
 
 def test_every_corpus_file_is_tested():

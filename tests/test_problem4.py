@@ -66,9 +66,10 @@ def test_full_size_chunks_both_ways(grade):
     """Does sending whole blocks both ways fail on message size and total bytes?"""
     part = grade("full_chunks_both_ways").part("reducescatter_matmul_bidirectional")
     assert all(c.values_ok for c in part.cases)
-    assert part.score == pytest.approx(4 * (0.5 + 0.5 / 6), abs=0.01)  # only the 8x1 mesh sends nothing
+    cases = len(part.cases)
+    assert part.score == pytest.approx(4 * (0.5 + 0.5 / cases), abs=0.01)  # only the 8x1 mesh sends nothing
     assert re.search(r"collective-permute of the wrong size", part.output)
-    assert re.search(r"allowed: at most \d+ \(the one-way version's bytes\)", part.output)
+    assert re.search(r"allowed: at most \d+ \(the one-way version's bytes", part.output)
 
 
 def test_hard_coded_ring_of_four(grade):
@@ -101,15 +102,142 @@ def test_uneven_split_both_ways(grade):
     part = grade("bidir_uneven_split", only=["allgather_matmul_bidirectional"]).part(
         "allgather_matmul_bidirectional")
     assert all(c.values_ok for c in part.cases), part.output
-    for c in part.cases:
+    for c in part.cases:  # one column against the rest is a fair split of a block 2 or 3 columns wide
         s = c.case.all_sizes
-        assert c.rule_ok == (s["nY"] == 1 or s["D"] // s["nY"] <= 2), (c.case.label, c.problems)
+        assert c.rule_ok == (s["nY"] == 1 or s["D"] // s["nY"] <= 3), (c.case.label, c.problems)
     assert part.score < part.max_score
     assert re.search(r"collective-permute of the wrong size: collective-permute over Y of f32\[\d+,1\]",
                      part.output)
 
 
+def odd_block(case: Case, width: str = "D") -> bool:
+    s = case.all_sizes
+    return s["nY"] > 1 and (s[width] // s["nY"]) % 2 == 1
+
+
+def test_hidden_cases_cross_the_odd_block_boundary():
+    """Do the hidden cases include odd blocks (D/nY and F/nY odd) on a ring of 4 and an odd ring,
+    and does the visible check's first mesh have them too?"""
+    from assignments.contracts import get_assignment
+    from graders.hidden import hidden_cases
+
+    problem4 = get_assignment("problem4")
+    odd = {c.mesh for c in hidden_cases(problem4)["reducescatter_matmul_bidirectional"] if odd_block(c)}
+    assert {(2, 4), (1, 3)} <= odd
+    assert all(odd_block(p.visible_case) and odd_block(p.visible_case, "F") for p in problem4.parts)
+
+
+def test_one_way_gather_phase_fails_naming_the_phase_and_bytes(grade):
+    """Does an all-reduce whose reduce-scatter goes both ways but whose all-gather sends both halves
+    left keep its values and fail exactly on rings of 3 or more, naming the all-gather phase and
+    the bytes each way?"""
+    part = grade("gather_phase_one_way").part("allreduce_matmul_bidirectional")
+    for c in part.cases:
+        assert c.values_ok, (c.case.label, c.problems)
+        assert c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+        for problem in c.problems:
+            m = re.fullmatch(r"ring phase 2 of 2 \(a loop body run (\d+) times\): (\d+) bytes per device go -1 "
+                             r"and 0 go \+1; allowed: the same bytes each way at every step .*", problem)
+            assert m and int(m.group(1)) == c.case.mesh[1] - 1, problem
+            s = c.case.all_sizes
+            assert int(m.group(2)) == s["B"] // s["nX"] * (s["F"] // s["nY"]) * 4  # both halves: one block
+
+
+def test_each_phase_one_way_fails_though_the_program_is_balanced(grade):
+    """Does a reduce-scatter all left and an all-gather all right (as many bytes each way in all)
+    fail both phases on rings of 3 or more?"""
+    part = grade("phases_one_way_each").part("allreduce_matmul_bidirectional")
+    for c in part.cases:
+        assert c.values_ok, (c.case.label, c.problems)
+        if c.case.mesh[1] >= 3:
+            assert [p[:17] for p in c.problems] == ["ring phase 1 of 2", "ring phase 2 of 2"], c.problems
+            assert "go -1 and 0 go +1" in c.problems[0] and "0 bytes per device go -1" in c.problems[1]
+        else:
+            assert c.rule_ok
+
+
+def test_unrolled_rings_written_one_after_the_other_earn_full_marks(grade):
+    """Are right rings written as Python loops, the second after the first, the first half sent
+    right and the wider half first, graded as the solution is (the steps follow the data, not the
+    order of the source)?"""
+    assert {p.name: p.score for p in grade("unrolled_both_ways").parts} == POINTS
+
+
+@pytest.mark.parametrize("part_name", ["reducescatter_matmul_bidirectional", "allgather_matmul_bidirectional"])
+def test_padding_odd_halves_fails_exactly_on_odd_blocks(grade, part_name):
+    """Does padding both halves of an odd block to the wider one keep right values everywhere and
+    lose the byte rule exactly where D/nY is odd, saying why?"""
+    part = grade("pad_odd_halves", only=[part_name]).part(part_name)
+    for c in part.cases:
+        assert c.values_ok, (c.case.label, c.problems)
+        assert c.rule_ok == (not odd_block(c.case)), (c.case.label, c.problems)
+    assert re.search(r"sends \d+ bytes per device; allowed: at most \d+ \(the one-way version's bytes: the "
+                     r"halves of an odd block are one column apart", part.output)
+
+
+@pytest.mark.parametrize("part_name", ["reducescatter_matmul_bidirectional", "allgather_matmul_bidirectional"])
+def test_even_only_halves_fail_exactly_on_odd_blocks(grade, part_name):
+    """Does a ring written for even blocks (both halves D/nY // 2) pass every even case and fail
+    every odd one on its values?"""
+    part = grade("even_halves_only", only=[part_name]).part(part_name)
+    for c in part.cases:
+        assert c.passed == (not odd_block(c.case)), (c.case.label, c.problems)
+        assert c.values_ok == (not odd_block(c.case)), (c.case.label, c.problems)
+
+
+def test_balance_without_stages_counts_the_whole_program():
+    """Without the program's stages (an analysis made before they were read), is the whole
+    program one step, so a one-way phase still shows in the total bytes each way?"""
+    from assignments.rules import BalancedDirections
+
+    def permute(shift, count):
+        return Collective("collective-permute", ("Y",), (ArrayShape("f32", (4, 2)),), (), count, 4, (shift,))
+
+    case = Case((2, 4), {"B": 8, "F": 16})
+    rule = BalancedDirections("Y", lambda s: 4, lambda s: 4)
+    balanced = ProgramAnalysis((permute(1, 3), permute(3, 3)), (), None, 8)
+    assert rule.violations(balanced, case) == []
+    [message] = rule.violations(ProgramAnalysis((permute(1, 3), permute(3, 9)), (), None, 8), case)
+    assert message.startswith("ring phase 1 of 1 (the whole program): 288 bytes per device go -1 and 96 go +1; "
+                              "allowed: the same bytes each way at every step (the [4, 4] block splits evenly)")
+
+
+def test_visible_checks_run_an_odd_block():
+    """Does the visible check pass the solution on its odd-block mesh and the second mesh, and
+    fail the padding design there, as the graders do?"""
+    import importlib.util
+
+    from assignments import check
+    import solutions.problem4 as solution
+
+    spec = importlib.util.spec_from_file_location("pad", os.path.join(CORPUS, "pad_odd_halves.py"))
+    pad = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pad)
+    for name in POINTS:
+        assert check(getattr(solution, name), show=False).passed, name
+    failed = check(pad.reducescatter_matmul_bidirectional, show=False, raises=False)
+    assert not failed.passed and any("one-way version's bytes" in p for p in failed.problems)
+
+
+def test_a_module_of_the_answer_cells_grades_as_the_notebook(grade, tmp_path):
+    """Does a .py module holding only the set-up cell and the three answer cells (no other cell
+    of the notebook) grade exactly as the solved notebook: no helper the answers need lives in a
+    cell the student did not write?"""
+    from graders.build import solved_notebook
+
+    nb = solved_notebook(os.path.join(REPO_ROOT, "source", "problem4", "problem4.ipynb"))
+    wanted = {"setup"} | {f"{name}_solution" for name in POINTS}
+    kept = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") in wanted]
+    assert len(kept) == 4
+    path = tmp_path / "answers.py"
+    path.write_text("\n\n\n".join(kept) + "\n")
+    module = grade(str(path))
+    notebook = grade(os.path.join(REPO_ROOT, "solutions", "problem4", "problem4.ipynb"))
+    assert {p.name: p.score for p in module.parts} == {p.name: p.score for p in notebook.parts} == POINTS
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem4 graded above?"""
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
-        "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split"}
+        "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split", "gather_phase_one_way",
+        "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only"}

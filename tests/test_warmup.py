@@ -162,8 +162,33 @@ def test_layer_without_its_constraints_does_not_shard_the_work(grade):
     """Does layer_constrained with no constraint (nothing communicated, nothing split) lose
     the communication half, saying one all-reduce was expected?"""
     part = broken(grade, "layer_not_constrained", "layer_constrained", 1.25,
-                  r"all-reduce runs 0 time\(s\); allowed: exactly 1")
+                  r"no all-reduce in the program \(the program communicates nothing\); allowed: exactly 1")
     assert all(c.values_ok for c in part.cases)
+    assert "the work is not split over X (2 devices) and Y (4 devices)" in part.output
+
+
+def test_layer_split_over_one_axis_is_told_which_axis_it_split():
+    """Is a layer_constrained whose constraints split K over X only told that, where X has
+    devices (an all-reduce over X only), and where it has none (nothing is communicated: the
+    work was not split over Y), rather than a count of all-reduces?"""
+    from assignments.contract import Case
+    from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+
+    part = get_assignment("warmup").part("layer_constrained")
+    over_x = Collective("all-reduce", ("X",), (ArrayShape("f32", (4,)),), (ArrayShape("f32", (4,)),), 1, 2)
+    sizes = part.visible_case.sizes
+    problems = part.rule.violations(ProgramAnalysis((over_x,), (), None, 8), Case((2, 4), sizes))
+    assert problems == [
+        "the work is split over X only, not over Y (4 devices): the all-reduce that adds the devices' partial "
+        "results runs over X (all-reduce over X of f32[4] (16 bytes) x1); allowed: one over X and Y. Constrain x "
+        "and w to be sharded on K over both axes, P(('X', 'Y')), so that every device multiplies its own slice "
+        "and the all-reduce XLA inserts adds them all"]
+    problems = part.rule.violations(ProgramAnalysis((), (), None, 3), Case((1, 3), sizes))
+    assert problems[0] == "no all-reduce in the program (the program communicates nothing); allowed: exactly 1"
+    assert problems[1].startswith("the work is not split over Y (3 devices): no all-reduce adds the devices' "
+                                  "partial results (the program communicates nothing); allowed: one over Y.")
+    assert not any("time(s)" in p for p in problems)
+    assert part.rule.violations(ProgramAnalysis((), (), None, 1), Case((1, 1), sizes)) == []
 
 
 def test_placing_inside_jit_fails_clearly(grade):

@@ -8,10 +8,12 @@ halves the time of every step.
 from __future__ import annotations
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import AllOf, BothDirections, Exactly, HalfBlocks, MaxTotalBytes, OnlyKinds
+from ..rules import AllOf, BalancedDirections, BothDirections, Exactly, HalfBlocks, MaxTotalBytes, OnlyKinds
 from .problem3 import BOOK, F32, T, W2, W_COLS, W_ROWS, _block, jit_matmul, matmul, scaled_inputs
 
-VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
+VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 12, "F": 20})
+"""Odd blocks on a ring of 4 (D/nY = 3, F/nY = 5): halves one column apart, where a design that
+assumes even blocks loses a column or pads one; the second mesh (4x2) has even ones."""
 A = Arg("A", ("B", "D"), ("X", "Y"))  # the same as problem3's
 
 
@@ -20,13 +22,17 @@ def _rows(s):
 
 
 def bidirectional(count, cols, total_bytes=None, what="") -> AllOf:
-    """Permutes only, both ways round the Y ring, `count` of them (when given), each carrying
-    half a [B/nX, cols] block, and (when given) no more bytes than the one-way version."""
-    rules = [OnlyKinds(("collective-permute",)), BothDirections("Y"), HalfBlocks("Y", _rows, cols)]
+    """Permutes only, both ways round the Y ring with the same bytes each way at every step,
+    `count` of them (when given), each carrying half a [B/nX, cols] block, and (when given) no
+    more bytes than the one-way version."""
+    rules = [OnlyKinds(("collective-permute",)), BothDirections("Y"), BalancedDirections("Y", _rows, cols),
+             HalfBlocks("Y", _rows, cols)]
     if count is not None:
         rules.append(Exactly("collective-permute", count, axes=("Y",)))
     if total_bytes is not None:
-        rules.append(MaxTotalBytes(total_bytes, what="the one-way version's bytes"))
+        rules.append(MaxTotalBytes(total_bytes, what="the one-way version's bytes: the halves of an odd block "
+                                                     "are one column apart, and padding both to the wider "
+                                                     "one sends more"))
     return AllOf(tuple(rules), text=what)
 
 
@@ -42,9 +48,10 @@ ASSIGNMENT = Assignment(
             args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
             rule=bidirectional(
                 lambda s: 4 * (s["nY"] - 1), lambda s: s["F"] // s["nY"],
-                what="collective-permutes only, both ring directions: 4(nY-1) of them (a "
-                     "reduce-scatter ring and an all-gather ring, each way), each of "
-                     "(B/nX)*(F/nY)/2 elements, half of a one-way ring's step"),
+                what="collective-permutes only, both ring directions with the same bytes each way "
+                     "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
+                     "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
+                     "when F/nY is odd)"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
@@ -56,8 +63,9 @@ ASSIGNMENT = Assignment(
             rule=bidirectional(
                 lambda s: 2 * (s["nY"] - 1), lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
-                what="collective-permutes only, both ring directions: 2(nY-1) of them, each of "
-                     "(B/nX)*(D/nY)/2 elements; total bytes equal to the one-way version"),
+                what="collective-permutes only, both ring directions with the same bytes each way "
+                     "at every step: 2(nY-1) of them, each of (B/nX)*(D/nY)/2 elements (within one "
+                     "column when D/nY is odd); total bytes no more than the one-way version"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -68,9 +76,9 @@ ASSIGNMENT = Assignment(
             rule=bidirectional(
                 None, lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
-                what="collective-permutes only, both ring directions, each carrying half of a "
-                     "[B/nX, D/nY] block (within one row or column when the block is odd); no "
-                     "more bytes than the one-way version"),
+                what="collective-permutes only, both ring directions with the same bytes each way "
+                     "at every step, each carrying half of a [B/nX, D/nY] block (within one row or "
+                     "column when the block is odd); no more bytes than the one-way version"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
     ),

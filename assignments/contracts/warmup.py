@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, Tree
-from ..rules import AllOf, AnyCommunication, Exactly, Forbid, NoCommunication, OnlyKinds
+from ..rules import AllOf, AnyCommunication, Exactly, Forbid, NoCommunication, OnlyKinds, ReducesOverAll
 
 ALL = ("X", "Y")
 """Both mesh axes together: ``P(ALL)`` splits a dimension over every device."""
@@ -118,6 +118,9 @@ NO_GATHER_OF_W = Forbid(
     why="Each device already holds the rows of w that meet its slice of x: multiply those, "
         "then add up the M partial results (psum); gathering w moves the whole matrix.")
 ONE_REDUCTION_OF_M = Exactly("all-reduce", _one_reduction, elements=lambda s: s["M"])
+SPLIT_OVER_ALL = ReducesOverAll(
+    "all-reduce", why="Constrain x and w to be sharded on K over both axes, P(('X', 'Y')), so that "
+                      "every device multiplies its own slice and the all-reduce XLA inserts adds them all")
 
 REPLICATED_SCALAR = ()
 PARAMS = Tree("params", (Arg("w", (), REPLICATED_SCALAR), Arg("b", (), REPLICATED_SCALAR)))
@@ -167,9 +170,9 @@ ASSIGNMENT = Assignment(
                  "to be sharded on K over all devices.",
             args=(Arg("x", ("K",), ()), Arg("w", ("K", "M"), ()), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rule=AllOf((ONE_REDUCTION_OF_M, NO_GATHER_OF_W),
-                       text="one all-reduce of M elements (none on a 1-device mesh), "
-                            "no all-gather of w"),
+            rule=AllOf((ONE_REDUCTION_OF_M, NO_GATHER_OF_W, SPLIT_OVER_ALL),
+                       text="one all-reduce of M elements over every mesh axis of more than one "
+                            "device (none on a 1-device mesh), no all-gather of w"),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),

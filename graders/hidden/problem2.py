@@ -12,9 +12,25 @@ The routing of a case is named by its size key ``experts_used`` (read only by
 - ``1 < experts_used < E``: skewed: the used experts get tokens with probabilities falling
   as 1, 1/2, 1/3, ..., and the other experts receive nothing.
 
-Sizes keep the memory rules apart from honest solutions: F > nX*nY and E*nY < F (so the
-gathered activations, even expanded per local expert, stay below a device's share of
-[S, D, F]), and E*F < S*nX*nY (so a device's experts stay below the global [S, D]).
+Every size keeps the rules within reach of the designs the task asks for (`assignments.
+contracts.problem2.size_problems`: gathered tokens and partial outputs below a device's share
+of [S, D, F], a device's experts below [S, D]), and most sit where a plausible but fragile
+design crosses a rule, each derived from the rule's formula (T = S/nX tokens per device,
+G = E/nX experts per device, R = F/nY result columns per device, or F for the _x parts):
+- a padded buffer of every token crosses the share S*D*R/nX (S*D*F on one device) through
+  its [G, S, R] product when E >= D: moe_local (20, 6, 18, 8); moe_allgather on 1x8 and on
+  4x2; moe_allgather_x on 4x2, 1x8 and 2x2. Each keeps E < R, where its [G, S, D] buffer,
+  and the [S, G*D] copy XLA:CPU makes for jax.lax.ragged_dot (accepted in every part), stay
+  below the share: a compiler's copy never costs a single-call grouping its points;
+- moe_all_to_all(_x), S*D on nX >= 2: a round's padded buffer or ragged_dot copy, G x
+  nX*chunk rows, reaches S when G >= 4 with the old hint's chunk T//4 (2x2 with E = 8, and
+  the visible 2x4 with E = 8), or when G >= 2*nX with chunk T//(2*nX);
+- the 2x byte bound: with chunk c, a busiest pair of rows sending m = c + 1 pairs costs two
+  whole rounds, 2c slots, and the ids ride along: over 2m(D + R) as soon as c > D + R. On
+  4x2, T = 73 = 4*18 + 1 tokens spread evenly over 8 experts give m = 19 = T//4 + 1 with
+  18 > D + R = 17 (for the _x parts T = 65, m = 17 = 16 + 1, 16 > D + F = 15): "odd blocks", T not a
+  multiple of the chunk. The notebook's chunk, at most T//(2*nX), holds on every routing;
+- top-k: k copies of the local tokens reach S*D when k >= nX (k = E and k = 3 cases).
 """
 from __future__ import annotations
 
@@ -26,26 +42,24 @@ from assignments.contract import make_inputs as default_inputs
 # (mesh, S, D, F, E): S and E divisible by nX, D and F by nY.
 MESHES = [
     ((2, 4), 64, 16, 48, 4),
-    ((4, 2), 56, 12, 40, 8),
-    ((1, 8), 24, 8, 64, 6),
-    ((2, 2), 48, 10, 24, 6),
-    ((3, 1), 45, 8, 12, 6),
+    ((4, 2), 292, 8, 18, 8),   # chunk boundary of the byte bound (T = 73); E >= D
+    ((1, 8), 24, 8, 72, 8),    # the all-gather path on 1x8: D <= E < F/nY
+    ((2, 2), 48, 10, 20, 8),   # E/nX = 4: a padded round of chunk T//4 holds S*D (E < D, R)
+    ((3, 1), 45, 8, 12, 6),    # odd T = 15
 ]
 
 # The latest book's shardings (moe_allgather_x, moe_all_to_all_x): W[E_X, D, F], A[S_X, D].
-# Whole F per device, so E*F < S*nX (a device's experts stay below the global [S, D]),
-# E*F < 4*nX*D (so does one round's padded product), E < D and nX < F.
 MESHES_X = [
     ((2, 4), 64, 16, 24, 4),
-    ((4, 2), 56, 12, 20, 8),
-    ((1, 8), 24, 8, 16, 6),
-    ((2, 2), 48, 10, 12, 6),
-    ((3, 1), 45, 8, 12, 6),
+    ((4, 2), 260, 6, 9, 8),    # chunk boundary of the byte bound (T = 65); D <= E < F
+    ((1, 8), 24, 6, 10, 8),    # D <= E < F: the padded product crosses, ragged_dot does not
+    ((2, 2), 96, 8, 10, 8),    # E/nX = 4: a round's ragged_dot copy with chunk T//4 holds S*D; E >= D
+    ((3, 1), 45, 8, 12, 6),    # odd T = 15
 ]
 X_PARTS = ("moe_allgather_x", "moe_all_to_all_x")
 
-# Single device (moe_local): (S, D, F, E), with E < F.
-LOCAL = [(32, 16, 24, 4), (20, 6, 18, 5), (27, 10, 14, 7)]
+# Single device (moe_local): (S, D, F, E), E < F (and E < S).
+LOCAL = [(32, 16, 24, 4), (20, 6, 18, 8), (27, 10, 14, 7)]
 
 ROUTED_PARTS = ("moe_all_to_all", "moe_all_to_all_x")
 

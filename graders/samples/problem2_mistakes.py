@@ -15,15 +15,11 @@ def moe_jit(W, A, B, *, mesh):
 
 
 def _my_experts(w, x, expert):
-    """x[t] @ w[expert[t]], zero for experts outside [0, len(w)), via a padded [E, T, D] buffer."""
-    E, T = w.shape[0], x.shape[0]
-    valid = (expert >= 0) & (expert < E)
-    expert = jnp.where(valid, expert, E)
-    onehot = expert[:, None] == jnp.arange(E)
-    slot = jnp.sum(jnp.where(onehot, jnp.cumsum(onehot, axis=0) - 1, 0), axis=1)
-    buffer = jnp.zeros((E, T, x.shape[1]), x.dtype).at[expert, slot].set(x, mode="drop")
-    out = jnp.einsum("etd,edf->etf", buffer, w).at[expert, slot].get(mode="fill", fill_value=0)
-    return jnp.where(valid[:, None], out, 0)
+    """x[t] @ w[expert[t]], zero for experts outside [0, len(w)): one expert at a time."""
+    def one_expert(out, e):
+        return out + jnp.where((expert == e)[:, None], x @ w[e], 0), None
+
+    return jax.lax.scan(one_expert, jnp.zeros_like(x @ w[0]), jnp.arange(w.shape[0]))[0]
 
 
 def moe_allgather(W, A, B, *, mesh):

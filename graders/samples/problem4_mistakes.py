@@ -7,24 +7,20 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 
-def _rings(n):
-    """Pairs for one step left (j -> j-1) and one step right (j -> j+1) around a ring of n."""
-    return [(j, (j - 1) % n) for j in range(n)], [(j, (j + 1) % n) for j in range(n)]
-
-
 def reducescatter_matmul_bidirectional(T, W2, *, mesh):
     def local(t, w2):                     # t: [B/nX, F/nY], w2: [F/nY, D]
         n = jax.lax.axis_size('Y')
         idx = jax.lax.axis_index('Y')
-        half = w2.shape[1] // n // 2      # each output block travels as two halves
-        left, right = _rings(n)
+        block = w2.shape[1] // n
+        sizes = (block // 2, block - block // 2)   # the two halves; the second wider when odd
+        left = [(j, (j - 1) % n) for j in range(n)]
+        right = [(j, (j + 1) % n) for j in range(n)]
 
-        def partial(block, which):        # this device's share of one half of a block
-            start = block * 2 * half + which * half
-            return t @ jax.lax.dynamic_slice_in_dim(w2, start, half, axis=1)
+        def partial(b, half):             # this device's share of one half of block b
+            return t @ jax.lax.dynamic_slice_in_dim(w2, b * block + half * sizes[0], sizes[half], axis=1)
 
         def step(s, accs):
-            lo, hi = accs                 # lo halves travel left, hi halves right
+            lo, hi = accs                 # first halves travel left, second halves right
             lo = jax.lax.ppermute(lo, 'Y', left) + partial((idx + s + 1) % n, 0)
             hi = jax.lax.ppermute(hi, 'Y', right) + partial((idx - s - 1) % n, 1)
             return lo, hi

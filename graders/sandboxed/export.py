@@ -24,6 +24,8 @@ import signal
 import sys
 import traceback
 
+from assignments.diagnosis import exception_hint, not_implemented_message
+
 from .protocol import decode_tree, encode_array, encode_bytes, event_channel, read_request
 
 BLOCKED_MODULES = ("graders", "solutions")
@@ -238,7 +240,7 @@ def _not_implemented_message(exc: NotImplementedError, part: dict) -> str:
     raised by JAX (e.g. `jax.export` refusing a host callback) is a different fault."""
     frames = traceback.extract_tb(exc.__traceback__)
     if frames and frames[-1].filename.startswith(("<cell", "<submission")):
-        return "not implemented (the function raises NotImplementedError)"
+        return not_implemented_message(exc, part["name"], "not implemented (the function raises NotImplementedError)")
     return (f"jax.export could not serialize {part['name']}: {describe_exception(exc)}. Graded "
             f"functions must be pure JAX: host callbacks (jax.pure_callback, io_callback, "
             f"jax.debug.print) cannot be exported; remove them")
@@ -261,7 +263,7 @@ def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float
                 "message": f"tracing {part['name']} {e}: an infinite loop, or Python work that "
                            f"grows with the input? Keep loops over array values in JAX"}
     except BaseException as e:
-        return {"status": "error", "message": f"raised while tracing: {describe_exception(e)}"}
+        return {"status": "error", "message": f"raised while tracing: {describe_exception(e)}{exception_hint(e)}"}
 
 
 def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, timeout: float,

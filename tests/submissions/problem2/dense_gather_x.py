@@ -44,7 +44,7 @@ def scanned(w, x, e):
 def moe_all_to_all_x(W, A, B, *, mesh):
     def local(w, a, b):
         tokens, nX, mine = a.shape[0], jax.lax.axis_size('X'), w.shape[0]
-        chunk = max(1, tokens // 4)
+        chunk = max(1, tokens // (2 * max(nX, mine)))
         dest = b // mine
         order = jnp.argsort(dest)
         counts = jnp.bincount(dest, length=nX)

@@ -1,0 +1,330 @@
+"""The step model: a compiled program as the steps every device takes, and how long each takes.
+
+Reading (`stages_from_text`, called by `assignments.hlo.analyze`): the compiled program is
+walked in execution order (a compiled module is scheduled, so the text order within a
+computation is the order it runs in). Each loop whose body communicates becomes a `Stage`
+run once per iteration; the straight-line code before, between and after such loops becomes
+stages of its own (a loop that only computes counts there as one matmul of all its
+iterations). A loop that communicates inside another one is a stage of its own too, run as
+often as both loops together run. A stage lists its collectives and matmuls (`Event`) and,
+for each, which earlier ones it needs (data flow inside one run of the stage).
+
+Timing (`timeline`): a stage's collectives are grouped into steps (a collective joins the
+step before it when it needs nothing computed since that step began, as the two directions
+of a bidirectional ring do), each step priced by the cost model (`assignments.costs.communication`: the permutes of
+one step share their axis's links), each matmul at the chip's peak. Then every step and
+matmul starts as soon as what it needs is done and its lane is free: one lane for the
+links, one for the matrix units. Work that needs nothing from the step beside it overlaps;
+work that waits for it does not. A loop's iterations run one after the other, and so do
+stages. That is "overlapped or serialized as the program allows", under two simplifications
+said wherever it is shown: the next iteration starts when the last one ends (no overlap
+across iterations), and only matmuls take compute time, scaled so that they add up to the
+program's compute estimate (which may be memory time).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from .hlo import (_BRANCHES, _CALLS, _TRIP, Collective, Event, ProgramAnalysis, Stage, _Instruction,
+                  _parse_module, dot_flops)
+
+MAX_EVENTS = 4000
+"""A program with more collectives and matmuls than this (a long loop unrolled in Python)
+keeps no stages: the drawing then shows each collective on its own."""
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the stages from HLO text
+
+
+class _Reader:
+    """What each computation of one module communicates and multiplies, memoized."""
+
+    def __init__(self, computations: dict[str, list[_Instruction]], collective_index: dict[str, int]):
+        self.computations = computations
+        self.index = collective_index
+        self._flops: dict[str, dict[str, float]] = {}
+        self._carried: dict[str, tuple[int, ...]] = {}
+        self._callees: dict[str, list[tuple[str, int]]] = {}
+
+    def callees(self, inst: _Instruction) -> list[tuple[str, int]]:
+        """(computation, times run per run of `inst`) of everything `inst` calls."""
+        if inst.name not in self._callees:
+            self._callees[inst.name] = self._read_callees(inst)
+        return self._callees[inst.name]
+
+    def _read_callees(self, inst: _Instruction) -> list[tuple[str, int]]:
+        if not any(k in inst.attrs for k in ("calls=", "to_apply=", "body=", "computation")):
+            return []  # calls nothing (most instructions): skip the regular expressions
+        out = []
+        trip = _TRIP.search(inst.attrs) if inst.opcode == "while" else None
+        for kind, callee in _CALLS.findall(inst.attrs):
+            out.append((callee, int(trip.group(1)) if trip and kind == "body" else 1))
+        for branch in _BRANCHES.findall(inst.attrs):
+            out += [(c, 1) for c in re.findall(r"%?([\w.\-]+)", branch)]
+        return [(c, n) for c, n in out if c in self.computations]
+
+    def flops(self, inst: _Instruction, by_name: dict) -> dict[str, float]:
+        """Matmul FLOPs by dtype of one instruction, inside what it calls included."""
+        total: dict[str, float] = {}
+        own = dot_flops(inst, by_name)
+        if own is not None:
+            total[own[0]] = own[1]
+        for callee, times in self.callees(inst):
+            for dtype, f in self.computation_flops(callee).items():
+                total[dtype] = total.get(dtype, 0.0) + f * times
+        return total
+
+    def computation_flops(self, comp: str) -> dict[str, float]:
+        if comp not in self._flops:
+            self._flops[comp] = {}  # a cycle (malformed text) counts nothing
+            insts = self.computations[comp]
+            by_name = {i.name: i for i in insts}
+            total: dict[str, float] = {}
+            for inst in insts:
+                for dtype, f in self.flops(inst, by_name).items():
+                    total[dtype] = total.get(dtype, 0.0) + f
+            self._flops[comp] = total
+        return self._flops[comp]
+
+    def collectives(self, inst: _Instruction) -> tuple[int, ...]:
+        """The analysis's collectives that `inst` is, or runs inside what it calls."""
+        own = () if inst.opcode.endswith("-done") or inst.name not in self.index else (self.index[inst.name],)
+        return own + tuple(i for callee, _ in self.callees(inst) for i in self.carried(callee))
+
+    def carried(self, comp: str) -> tuple[int, ...]:
+        if comp not in self._carried:
+            self._carried[comp] = ()
+            self._carried[comp] = tuple(i for inst in self.computations[comp] for i in self.collectives(inst))
+        return self._carried[comp]
+
+    def stages(self, comp: str, runs: int | None, loop: str) -> list[Stage]:
+        """The stages of one computation run `runs` times: its loops that communicate become
+        stages of their own, the code around them stages of `loop` (a loop that only
+        computes is one instruction of that code, its matmuls counted for all iterations)."""
+        out: list[Stage] = []
+        block: list[_Instruction] = []
+        by_name = {i.name: i for i in self.computations[comp]}
+        for inst in self.computations[comp]:
+            body = next((c for k, c in _CALLS.findall(inst.attrs) if k == "body"), None)
+            if inst.opcode == "while" and body in self.computations and self.carried(body):
+                out += self.block_stage(block, by_name, runs, loop)
+                block = []
+                trip = _TRIP.search(inst.attrs)
+                inner = None if (runs is None or trip is None) else runs * int(trip.group(1))
+                out += self.stages(body, inner, inst.name)
+            else:
+                block.append(inst)
+        return out + self.block_stage(block, by_name, runs, loop)
+
+    def block_stage(self, block: list[_Instruction], by_name: dict, runs: int | None, loop: str) -> list[Stage]:
+        """Straight-line code as one stage (none if it neither communicates nor multiplies)."""
+        events: list[Event] = []
+        needs: list[set[int]] = []          # every earlier event each event needs, transitively
+        reach: dict[str, set[int]] = {}     # instruction -> the events its value depends on
+        for inst in block:
+            deps = set().union(*(reach.get(o, set()) for o in inst.operands))
+            after = tuple(sorted(d for d in deps if not any(d in needs[e] for e in deps)))
+            new = [Event(collective=i, after=after) for i in self.collectives(inst)]
+            new += [Event(flops=f, dtype=dtype, after=after) for dtype, f in self.flops(inst, by_name).items() if f > 0]
+            first = len(events)
+            for event in new:
+                events.append(event)
+                needs.append(deps)
+            reach[inst.name] = deps | set(range(first, len(events)))
+        return [Stage(tuple(events), runs, loop)] if events else []
+
+
+def stages_from_text(text: str, collectives: tuple[Collective, ...]) -> tuple[Stage, ...]:
+    """The program's stages in execution order (see the module's docstring); () when it has
+    more than `MAX_EVENTS` events."""
+    computations, entry = _parse_module(text)
+    if entry is None:
+        return ()
+    reader = _Reader(computations, {c.name: i for i, c in enumerate(collectives)})
+    stages = reader.stages(entry, 1, "")
+    if sum(len(s.events) for s in stages) > MAX_EVENTS:
+        return ()
+    return tuple(stages)
+
+
+def stages_of(analysis: ProgramAnalysis) -> tuple[Stage, ...]:
+    """The analysis's stages; for one made without them (older JSON, or too many events),
+    each collective as a stage of its own, run as often as it runs, with no matmuls."""
+    if analysis.stages:
+        return analysis.stages
+    return tuple(Stage((Event(collective=i),), c.count, c.name) for i, c in enumerate(analysis.collectives))
+
+
+# ---------------------------------------------------------------------------------------
+# Timing the steps on a chip
+
+
+@dataclasses.dataclass(frozen=True)
+class Bar:
+    """Work on one lane during one run of a stage."""
+
+    lane: str
+    """"network" (a step's collectives) or "compute" (matmuls)."""
+    start_s: float
+    """From the start of the stage's run."""
+    seconds: float
+    step: int = -1
+    """Network bars: the step's index within the stage."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TimedStage:
+    """One stage on a chip: its steps and when each lane is busy in one run."""
+
+    stage: Stage
+    steps: tuple[tuple[int, ...], ...]
+    """The collectives that run together in each step (indices into the analysis's)."""
+    bars: tuple[Bar, ...]
+    run_s: float
+    """One run, from its start to the end of its last bar."""
+
+    @property
+    def runs(self) -> int | None:
+        return self.stage.runs
+
+    @property
+    def total_s(self) -> float:
+        """All its runs (an unknown trip count counts once)."""
+        return self.run_s * (1 if self.stage.runs is None else self.stage.runs)
+
+    def step_seconds(self, lane: str, step: int = -1) -> float:
+        return sum(b.seconds for b in self.bars if b.lane == lane and (step < 0 or b.step == step))
+
+    def _window(self, step: int) -> tuple[float, float]:
+        """A step's share of a run: from its start (0 for the first) to the next step's."""
+        starts = {b.step: b.start_s for b in self.bars if b.lane == "network"}
+        return (0.0 if step == 0 else starts.get(step, 0.0)), starts.get(step + 1, self.run_s)
+
+    def step_compute(self, step: int) -> float:
+        """Matmul time within the step's share of a run."""
+        lo, hi = self._window(step)
+        return sum(max(0.0, min(hi, b.start_s + b.seconds) - max(lo, b.start_s)) for b in self.bars if b.lane == "compute")
+
+    def step_overlaps(self, step: int) -> bool:
+        """Whether matmuls run while the step's collectives do."""
+        net = [b for b in self.bars if b.lane == "network" and b.step == step]
+        return any(min(n.start_s + n.seconds, b.start_s + b.seconds) - max(n.start_s, b.start_s) > 1e-15
+                   for n in net for b in self.bars if b.lane == "compute")
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeline:
+    """A program's stages, timed on one slice."""
+
+    stages: tuple[TimedStage, ...]
+    slice: str
+    """The mesh-to-slice mapping (`assignments.costs.Slice.describe`)."""
+    compute_s: float
+    """The estimate's compute time (`assignments.costs.Estimate.compute_s`)."""
+    placed_compute_s: float
+    """Compute time on the timeline: 0 when the program has no matmul to place it on."""
+    comm_s: float
+    """The estimate's communication time, the whole program priced at once."""
+    slice_short: str = ""
+    """The same mapping in a few words: "TPU v5e 2x4 slice: X a line of 2, Y a line of 4"."""
+
+    @property
+    def total_s(self) -> float:
+        return sum(s.total_s for s in self.stages)
+
+    @property
+    def unknown_runs(self) -> bool:
+        return any(s.runs is None for s in self.stages)
+
+
+def _closure(stage: Stage) -> list[set[int]]:
+    """Every earlier event each event needs, directly or not."""
+    needs: list[set[int]] = []
+    for i, e in enumerate(stage.events):
+        direct = {a for a in e.after if 0 <= a < i}
+        needs.append(direct.union(*(needs[a] for a in direct)))
+    return needs
+
+
+def group_steps(stage: Stage, needs: list[set[int]]) -> list[list[int]]:
+    """Event indices of the stage's collectives, grouped into steps: a collective joins the
+    step before it when it needs nothing computed since that step's first collective (as
+    the two directions of a bidirectional ring), so that the step can start at once."""
+    steps: list[list[int]] = []
+    for i, e in enumerate(stage.events):
+        if e.collective < 0:
+            continue
+        if steps and all(j < steps[-1][0] for j in needs[i]):
+            steps[-1].append(i)
+        else:
+            steps.append([i])
+    return steps
+
+
+def _step_seconds(analysis: ProgramAnalysis, collectives: list[Collective], on) -> float:
+    """One run of collectives that run together, priced together (shared links)."""
+    from .costs import communication
+
+    together = dataclasses.replace(analysis, collectives=tuple(dataclasses.replace(c, count=1) for c in collectives),
+                                   stages=())
+    return communication(together, on)[0]
+
+
+def time_stage(analysis: ProgramAnalysis, stage: Stage, on, seconds_per_flop: dict[str, float]) -> TimedStage:
+    """List-schedule one run of a stage: each step and matmul starts when what it needs is
+    done and its lane is free, the one that can start first going first (see the module's
+    docstring)."""
+    needs = _closure(stage)
+    steps = [s for s in ([i for i in s if stage.events[i].collective < len(analysis.collectives)]
+                         for s in group_steps(stage, needs)) if s]
+    # A job: (lane, its events, step index); a step's collectives run as one job.
+    jobs = [("network", s, k) for k, s in enumerate(steps)]
+    jobs += [("compute", [i], -1) for i, e in enumerate(stage.events) if e.collective < 0]
+    jobs.sort(key=lambda job: job[1][0])
+    job_of = {i: j for j, job in enumerate(jobs) for i in job[1]}
+    deps = [{job_of[a] for i in events for a in needs[i] if a in job_of} - {j} for j, (_, events, _) in enumerate(jobs)]
+    done: dict[int, float] = {}
+    free = {"network": 0.0, "compute": 0.0}
+    bars: list[Bar] = []
+
+    def earliest(j: int) -> float:
+        return max([free[jobs[j][0]]] + [done[d] for d in deps[j]])
+
+    while len(done) < len(jobs):  # of the jobs whose inputs are done, the one that can start first
+        ready = [j for j in range(len(jobs)) if j not in done and deps[j] <= done.keys()]
+        if not ready:             # (no cycle, even in forged JSON: drop what is not done)
+            ready = [min(j for j in range(len(jobs)) if j not in done)]
+            deps[ready[0]] &= done.keys()
+        j = min(ready, key=lambda j: (earliest(j), j))
+        lane, events, k = jobs[j]
+        if lane == "network":
+            seconds = _step_seconds(analysis, [analysis.collectives[stage.events[i].collective] for i in events], on)
+        else:
+            e = stage.events[events[0]]
+            seconds = e.flops * seconds_per_flop.get(e.dtype, 0.0)
+        start = earliest(j)
+        done[j] = free[lane] = start + seconds
+        if seconds > 0 or lane == "network":
+            bars.append(Bar(lane, start, seconds, k))
+    return TimedStage(stage, tuple(tuple(stage.events[i].collective for i in s) for s in steps),
+                      tuple(sorted(bars, key=lambda b: (b.start_s, b.lane))),
+                      max((b.start_s + b.seconds for b in bars), default=0.0))
+
+
+def timeline(analysis: ProgramAnalysis, on="TPU v5e") -> Timeline:
+    """Every stage of the program timed on a chip (its mesh laid on a slice as
+    `assignments.costs.slice_for` lays it) or on a given `assignments.costs.Slice`."""
+    from .costs import Slice, estimate, slice_for
+
+    s = on if isinstance(on, Slice) else slice_for(on, analysis.mesh_shape, analysis.axis_names)
+    est = estimate(analysis, s)
+    stages = stages_of(analysis)
+    matmul_s = sum(e.flops / s.chip.peak(e.dtype) * (st.runs or 1)
+                   for st in stages for e in st.events if e.collective < 0)
+    scale = est.compute_s / matmul_s if matmul_s > 0 else 0.0  # matmuls carry the whole compute estimate
+    per_flop = {e.dtype: scale / s.chip.peak(e.dtype) for st in stages for e in st.events if e.collective < 0}
+    timed = tuple(time_stage(analysis, st, s, per_flop) for st in stages)
+    short = f"{s.name} slice: " + ", ".join(f"{a.name} a {a.topology} of {a.size}" for a in s.axes)
+    return Timeline(timed, s.describe(), est.compute_s, est.compute_s if matmul_s > 0 else 0.0, est.comm_s, short)

@@ -1,0 +1,29 @@
+"""allgather_matmul whose ring passes chunks to the next device (+1) while its schedule assumes
+they come from there (-1, the book's direction): the permutes are right, the values wrong
+wherever the ring has 3 or more devices; the message says which way the chunks went."""
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+
+def allgather_matmul(A, W, *, mesh):
+    def local(a, w):
+        n = jax.lax.axis_size('Y')
+        idx = jax.lax.axis_index('Y')
+        chunk = a.shape[1]
+
+        def w_rows(i):                    # assumes chunk (idx + i) % n arrives: the -1 schedule
+            return jax.lax.dynamic_slice_in_dim(w, ((idx + i) % n) * chunk, chunk, axis=0)
+
+        def step(i, carry):
+            acc, a = carry
+            acc = acc + a @ w_rows(i)
+            a = jax.lax.ppermute(a, 'Y', [(j, (j + 1) % n) for j in range(n)])   # but sends +1
+            return acc, a
+
+        acc = jax.lax.pcast(jnp.zeros((a.shape[0], w.shape[1]), a.dtype), ('X', 'Y'), to='varying')
+        acc, a = jax.lax.fori_loop(0, n - 1, step, (acc, a))
+        return acc + a @ w_rows(n - 1)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P(None, 'Y')),
+                         out_specs=P('X', 'Y'))(A, W)
