@@ -65,7 +65,8 @@ c.ClearMarkScheme.enforce_metadata = False
 # says which written answers still wait for a grader instead of showing 0.
 c.GenerateFeedback.preprocessors = [GetGradesWithPending, ClearHiddenTests, ClearMarkScheme,
                                     CSSHTMLHeaderPreprocessor]
-c.HTMLExporter.template_name = "kit_feedback"
+# The kit's feedback page is named "feedback" like nbgrader's, and found first: formgrader's
+# "Generate Feedback" asks for that name whatever the configuration says.
 c.HTMLExporter.extra_template_basedirs = [
     os.path.join(here, "graders", "templates"),
     os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),

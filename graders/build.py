@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     parser.add_argument("what", choices=["all", "check", "solutions-branch", "handout"])
     parser.add_argument("--assignment", "-a", action="append", help="only this assignment (with 'all', 'handout')")
     parser.add_argument("--exchange", default=None, help="handout: the course's nbgrader exchange folder "
-                        "(default /srv/nbgrader/exchange)")
+                        "(default: nbgrader_config.py's c.Exchange.root)")
     parser.add_argument("--out", default=None, help="handout: output folder (default dist/)")
     args = parser.parse_args(argv)
     if args.what == "all":
@@ -162,10 +162,10 @@ def main(argv=None) -> int:
             return 1
         print("release/ and solutions/ are current")
     elif args.what == "handout":
-        from graders.handout import DEFAULT_EXCHANGE, build_handout
+        from graders.handout import build_handout
 
         for name in args.assignment or assignment_names():
-            print(build_handout(name, args.out, exchange=args.exchange or DEFAULT_EXCHANGE))
+            print(build_handout(name, args.out, exchange=args.exchange))
     else:
         commit = solutions_branch()
         print(f"branch 'solutions' now at {commit[:12]}: check it out for self-study")

@@ -11,9 +11,14 @@ writes `dist/handout-problem1/` and `dist/handout-problem1.zip`:
       jupyter-config/           installed into the environment's etc/jupyter:
         labconfig/page_config.json                  hides formgrader, Create Assignment, Courses
         jupyter_server_config.d/scaling-jax-student.json   their server parts off
-        jupyter_server_config.json                  allow_root (a course image often runs as root)
-        nbgrader_config.py                          the course id and the exchange folder
+        jupyter_server_config.py                    root_dir = the folder it starts in; allow_root
+        nbgrader_config.py                          the course id, the exchange, the hand-in check
       problem1/problem1.ipynb   the release notebook (nbgrader's stubs, no hidden tests)
+
+The folder is laid out as nbgrader's Fetch lays out a fetched assignment: JupyterLab started
+in `handout-problem1/` shows `problem1/` as already fetched, and Submit hands in the notebook
+the student opened. The course id and the exchange come from the course's `nbgrader_config.py`
+(what nbgrader itself uses there), so instructor and student meet in the same exchange.
 
 It never holds `graders/`, `solutions/`, source notebooks or hidden cases
 (`tests/test_handout.py` checks the zip).
@@ -26,14 +31,23 @@ import shutil
 import zipfile
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"  # nbgrader's own default
-COURSE_ID = "scaling-jax"
+
+
+def _nbgrader_default_exchange() -> str:
+    from nbgrader.exchange.default.exchange import Exchange
+
+    return Exchange.class_traits()["root"].default_value
+
+
+DEFAULT_EXCHANGE = _nbgrader_default_exchange()
+"""nbgrader's own default exchange folder (0.9: /usr/local/share/nbgrader/exchange)."""
 
 # nbgrader's JupyterLab plugins and server extensions that only instructors use.
 INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                       "@jupyter/nbgrader:course-list")
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader",
                                 "nbgrader.server_extensions.course_list")
+SUBMIT_PLUGIN = "assignments.handin.SubmitAskingIfUnchanged"
 RUNTIME_DEPENDENCIES = ('"jax>=0.10,<0.13"', '"jaxlib>=0.10,<0.13"', '"numpy>=2.0"', '"rich>=13"',
                         '"flatbuffers>=24"', '"nbgrader>=0.9.5,<0.10"', '"jupyterlab>=4.2"',
                         '"matplotlib>=3.7"')
@@ -55,36 +69,63 @@ packages = ["assignments", "assignments.contracts"]
 [tool.setuptools.data-files]
 "etc/jupyter/labconfig" = ["jupyter-config/labconfig/page_config.json"]
 "etc/jupyter/jupyter_server_config.d" = ["jupyter-config/jupyter_server_config.d/scaling-jax-student.json"]
-"etc/jupyter" = ["jupyter-config/nbgrader_config.py", "jupyter-config/jupyter_server_config.json"]
+"etc/jupyter" = ["jupyter-config/nbgrader_config.py", "jupyter-config/jupyter_server_config.py"]
 """
 
 README = """# {name}: your hand-out
 
 ```bash
 python3 -m venv .venv && .venv/bin/pip install ./handout-{name}    # once: JAX, JupyterLab, nbgrader, the course runtime
-.venv/bin/jupyter lab handout-{name}/{name}/{name}.ipynb
+cd handout-{name} && ../.venv/bin/jupyter lab {name}/{name}.ipynb
 ```
 
+JupyterLab opens in this folder, where nbgrader keeps your copy of `{name}`:
+`{name}/{name}.ipynb` is the notebook you work in and the one **Submit** hands in.
 (The same commands work as root: the hand-out's Jupyter settings allow it.)
 
 1. Run the first cell: it asks JAX for 8 simulated CPU devices. After a kernel restart,
    run it again before anything else.
 2. A fresh notebook's checks all say `not implemented yet`; fill in each `# YOUR CODE HERE`
    and rerun its check. A check runs your function on a 2x4 mesh and on a 4x2 mesh.
-3. Press **Validate** in the notebook's toolbar (or run `nbgrader validate {name}.ipynb`):
+3. Press **Validate** in the notebook's toolbar (or run `nbgrader validate {name}/{name}.ipynb`):
    it names every function whose check still fails.
-4. Hand in:
+4. Save (*File > Save Notebook*), then hand in:
    - through JupyterLab: *Nbgrader > Assignment List*, **Submit** next to `{name}`
-     (your course's exchange is `{exchange}`); the same panel later shows
-     **Fetch Feedback**;
-   - or upload `{name}.ipynb` where your course collects it (Gradescope, your LMS).
+     (your course's exchange is `{exchange}`); if no answer cell differs from the
+     release, Submit says so and hands in nothing until you press it again. Later the same
+     panel shows **Fetch Feedback**, then *(view feedback)*;
+   - or upload `{name}/{name}.ipynb` where your course collects it (Gradescope, your LMS).
 """
 
 NBGRADER_CONFIG = """# The course's settings for students' nbgrader (Assignment List, Validate, submit).
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = {course!r}
 c.Exchange.root = {exchange!r}
+# Submit asks again before it hands in a notebook whose answer cells are the release's.
+c.ExchangeFactory.submit = {submit!r}
 """
+
+SERVER_CONFIG = """# The course's settings for the student's Jupyter server.
+import os
+
+c = get_config()  # noqa: F821
+c.ServerApp.allow_root = True  # a course image often runs as root
+# nbgrader fetches into, and submits from, the folder the server starts in; JupyterLab shows
+# that same folder (also when it is started with a notebook's path), so the notebook a
+# student opens is the one Submit hands in, and the Assignment List's links open.
+c.ServerApp.root_dir = os.getcwd()
+"""
+
+
+def course_settings(course_root: str = REPO_ROOT) -> tuple[str, str]:
+    """(course id, exchange folder) as nbgrader reads them from the course's nbgrader_config.py,
+    nbgrader's defaults where it sets none."""
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default.exchange import Exchange
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=course_root).load_config()
+    return CourseDirectory(config=config).course_id, Exchange(config=config).root
 
 
 def _copy_runtime(dest: str) -> None:
@@ -98,27 +139,31 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def write_student_config(dest: str, exchange: str = DEFAULT_EXCHANGE, course: str = COURSE_ID) -> str:
+def write_student_config(dest: str, exchange: str | None = None, course: str | None = None) -> str:
     """The Jupyter settings a student's environment needs (a `jupyter-config/` folder laid out
-    like `etc/jupyter`): instructor panels off, nbgrader pointed at the course's exchange."""
+    like `etc/jupyter`): instructor panels off, the server's root at its working folder,
+    nbgrader pointed at the course's exchange (by default the course's own settings)."""
+    if exchange is None or course is None:
+        course_id, course_exchange = course_settings()
+        exchange, course = exchange or course_exchange, course or course_id
     cfg = os.path.join(dest, "jupyter-config")
     _write(os.path.join(cfg, "labconfig", "page_config.json"),
            json.dumps({"disabledExtensions": {p: True for p in INSTRUCTOR_PLUGINS}}, indent=2) + "\n")
     _write(os.path.join(cfg, "jupyter_server_config.d", "scaling-jax-student.json"),
            json.dumps({"ServerApp": {"jpserver_extensions": {e: False for e in INSTRUCTOR_SERVER_EXTENSIONS}}},
                       indent=2) + "\n")
-    # Extension switches merge across the .d folder; other settings are read from this file.
-    _write(os.path.join(cfg, "jupyter_server_config.json"),
-           json.dumps({"ServerApp": {"allow_root": True}}, indent=2) + "\n")
-    _write(os.path.join(cfg, "nbgrader_config.py"), NBGRADER_CONFIG.format(course=course, exchange=exchange))
+    _write(os.path.join(cfg, "jupyter_server_config.py"), SERVER_CONFIG)
+    _write(os.path.join(cfg, "nbgrader_config.py"),
+           NBGRADER_CONFIG.format(course=course, exchange=exchange, submit=SUBMIT_PLUGIN))
     return cfg
 
 
-def build_handout(name: str, out_dir: str | None = None, exchange: str = DEFAULT_EXCHANGE) -> str:
+def build_handout(name: str, out_dir: str | None = None, exchange: str | None = None) -> str:
     """Write `<out_dir>/handout-<name>/` and its zip; returns the zip's path."""
     release_nb = os.path.join(REPO_ROOT, "release", name, f"{name}.ipynb")
     if not os.path.exists(release_nb):
         raise FileNotFoundError(f"no release notebook {release_nb}: run `python -m graders.build all` first")
+    exchange = exchange or course_settings()[1]
     out_dir = out_dir or os.path.join(REPO_ROOT, "dist")
     dest = os.path.join(out_dir, f"handout-{name}")
     shutil.rmtree(dest, ignore_errors=True)

@@ -1,24 +1,29 @@
-"""A student's path in a real JupyterLab, driven by headless Chromium (Playwright).
+"""The student's route of the README, word for word, in a real JupyterLab (headless Chromium).
 
-One course on one machine, in temporary folders: the instructor releases problem1 to an
-nbgrader exchange; the student's JupyterLab (set up as the hand-out sets it up: no instructor
-panels) fetches it from the Assignment List, runs it, validates it (failing, naming the
-functions), works (the solutions go in), validates again (passing), submits; the instructor
-collects, autogrades, releases feedback; the student fetches the feedback. Screenshots of
-each step, in the light and the dark theme, go to build/screenshots/ (or $SCREENSHOTS).
-
-Needs Debian's `chromium` and the `playwright` package (no browser download):
-    apt-get install -y chromium && pip install -e '.[browser]'
+On one machine, with nothing the README does not show:
+- the instructor (root, the kit's environment, a copy of the kit) makes nbgrader's exchange
+  folder with the README's line, runs `nbgrader generate_assignment` and `release_assignment`
+  with the course's own settings, and builds the hand-out (`python -m graders.build handout`);
+- a student, a new non-root user with Debian's `python3`, unzips it, installs it into a fresh
+  environment and starts JupyterLab with the README's two commands;
+- in the browser: the student's panels; the Assignment List shows problem1 where JupyterLab
+  opened it; Submit of the untouched notebook is refused; Run All; Validate fails naming every
+  function; both themes; answers typed into the cells, one of them wrong (its message, Validate
+  naming only it), then fixed; Validate passes; Submit;
+- the instructor collects (the collected notebook holds what the student typed), autogrades and
+  releases feedback; the student fetches it and opens it through *(view feedback)*; neither
+  the feedback nor anything else the student saw carries the mark scheme.
+nbgrader's exchange under /usr/local/share lives in a private mount namespace, and the student
+is removed afterwards (tests/routes.py). Screenshots at 1280x800, light and dark, go to
+build/screenshots/ (or $SCREENSHOTS).
 """
 from __future__ import annotations
 
+import json
 import os
-import platform
 import re
 import secrets
 import shutil
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -27,42 +32,74 @@ import urllib.request
 import nbformat
 import pytest
 
-from graders.build import nbgrader
-from graders.demo import course_config
-from graders.handout import write_student_config
+from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_user, copy_kit, dismiss_news, free_port,
+                    launch_chromium, menu, open_assignment_list, remove_user, require_root_machine, run_all, save,
+                    scratch_folder, stop, submit_from_assignment_list, sync_playwright, type_into_cell, unique_name,
+                    wait_for_http, wait_kernel_idle)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 ASSIGNMENT = "problem1"
 FUNCTIONS = ("shard_average_jit", "shard_average_shard_map", "block_average_jit",
              "block_average_shard_map", "roll_diff")
-WIDTH, HEIGHT = 1280, 900
+# The README's commands, run as written (test_readme_shows_these_commands keeps them in step).
+MAKE_EXCHANGE = ("sudo mkdir -p /usr/local/share/nbgrader/exchange && "
+                 "sudo chmod ugo+rwx /usr/local/share/nbgrader/exchange")
+INSTRUCTOR = (f"nbgrader generate_assignment {ASSIGNMENT} --force", f"nbgrader release_assignment {ASSIGNMENT}",
+              f"python -m graders.build handout -a {ASSIGNMENT}")
+STUDENT_INSTALL = f"python3 -m venv .venv && .venv/bin/pip install ./handout-{ASSIGNMENT}"
+STUDENT_LAB = f"cd handout-{ASSIGNMENT} && ../.venv/bin/jupyter lab {ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+COLLECT = (f"nbgrader collect {ASSIGNMENT}", f"nbgrader autograde {ASSIGNMENT}",
+           f"nbgrader generate_feedback {ASSIGNMENT}", f"nbgrader release_feedback {ASSIGNMENT}")
+NOTEBOOK = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+MISTAKE = ("shard_average_shard_map", """def shard_average_shard_map(A, *, mesh):
+    def local(block):
+        return block.mean(axis=0, keepdims=True)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X'))(A)""")
+WRITTEN = "My answer: each device averages the rows it holds, so no collective is needed."
 
 
-def _playwright():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("the playwright package is not installed (pip install -e '.[browser]')")
-    if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    return sync_playwright
+def answers(repo_root) -> dict[str, str]:
+    """What the student types: the solved notebook's answer cells, by grade id."""
+    solved = nbformat.read(os.path.join(repo_root, "solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb"), as_version=4)
+    return {c.metadata.nbgrader["grade_id"]: c.source for c in solved.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
 
 
-def http_status(url: str) -> int:
-    try:
-        return urllib.request.urlopen(url, timeout=10).status
-    except urllib.error.HTTPError as e:
-        return e.code
+def mark_scheme_lines(repo_root, name=ASSIGNMENT) -> set[str]:
+    """Lines only the instructor may see: the mark schemes and the written answers' model
+    answers of the source notebook."""
+    nb = nbformat.read(os.path.join(repo_root, "source", name, f"{name}.ipynb"), as_version=4)
+    lines = set()
+    for cell in nb.cells:
+        regions = re.findall(r"### BEGIN MARK SCHEME\n(.*?)### END MARK SCHEME", cell.source, re.S)
+        if cell.cell_type == "markdown":
+            regions += re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
+        lines.update(ln.strip() for r in regions for ln in r.splitlines() if len(ln.strip()) > 20)
+    return lines
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def leaked(text: str, secret_lines: set[str]) -> list[str]:
+    flat = " ".join(re.sub(r"<[^>]+>", " ", text).split())
+    return [line for line in secret_lines if " ".join(re.sub(r"[*`]", "", line).split()) in
+            re.sub(r"[*`]", "", flat)]
+
+
+def test_mark_scheme_check_can_fail(repo_root):
+    """Does the leak check find a mark-scheme line in a page that shows one (and only then)?"""
+    lines = mark_scheme_lines(repo_root)
+    assert lines
+    sample = sorted(lines)[0]
+    assert leaked(f"<p>feedback</p><li><strong>{sample}</strong></li>", lines)
+    assert not leaked("<p>feedback: 10 / 12</p>", lines)
+
+
+def test_readme_shows_these_commands(repo_root):
+    """Are the commands this test runs the ones the README gives, character for character?"""
+    readme = open(os.path.join(repo_root, "README.md")).read()
+    for command in (MAKE_EXCHANGE, *INSTRUCTOR, STUDENT_INSTALL, STUDENT_LAB, *COLLECT):
+        assert command in readme, command
 
 
 @pytest.fixture(scope="module")
@@ -75,106 +112,65 @@ def shots(repo_root):
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """An instructor's course folder, an exchange, a student's home and Jupyter settings."""
-    root = tmp_path_factory.mktemp("browser")
-    exchange, instructor, student = root / "exchange", root / "instructor", root / "student"
-    for d in (exchange, instructor, student):
-        d.mkdir()
-    os.chmod(exchange, 0o777)
-    shutil.copytree(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                 "source", ASSIGNMENT), instructor / "source" / ASSIGNMENT)
-    (instructor / "nbgrader_config.py").write_text(
-        course_config(str(instructor)) + f"c.Exchange.root = {str(exchange)!r}\n")
-    nbgrader(["generate_assignment", ASSIGNMENT, "--force"], cwd=str(instructor))
-    nbgrader(["release_assignment", ASSIGNMENT, "--force"], cwd=str(instructor))
-    config = write_student_config(str(root), exchange=str(exchange))
-    return {"root": root, "exchange": exchange, "instructor": instructor, "student": student,
-            "config": config}
+def machine():
+    """This machine with a private /usr/local/share, a copy of the kit, and a new student."""
+    require_root_machine()
+    scratch = scratch_folder("kit-browser-")
+    ns = Namespace(scratch)
+    student = unique_name("stu")
+    try:
+        ns.writable_overlay(EXCHANGE_PARENT)
+        yield {"ns": ns, "scratch": scratch, "student": student, "kit": copy_kit(os.path.join(scratch, "kit"))}
+    finally:
+        remove_user(student)
+        ns.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def as_instructor(machine, command: str):
+    """A README command of the instructor's, from the kit's folder with its environment active."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    return machine["ns"].shell(command.removeprefix("sudo ").replace("&& sudo ", "&& "), cwd=machine["kit"], env=env)
 
 
 @pytest.fixture(scope="module")
-def lab(course):
-    """The student's JupyterLab: loopback, a free port, a token, the hand-out's settings."""
+def lab(machine):
+    """The README's route up to the student's JupyterLab: the instructor releases and hands
+    out; the student installs the hand-out and starts JupyterLab (loopback, a free port)."""
+    ns, student = machine["ns"], machine["student"]
+    for command in (MAKE_EXCHANGE, *INSTRUCTOR):
+        as_instructor(machine, command)
+    home = add_user(student)
+    zip_path = os.path.join(machine["kit"], "dist", f"handout-{ASSIGNMENT}.zip")
+    shutil.copy(zip_path, home)
+    shutil.chown(os.path.join(home, os.path.basename(zip_path)), student, student)
+    ns.run(["unzip", "-q", os.path.basename(zip_path)], user=student, cwd=home)
+    started = time.time()
+    ns.shell(STUDENT_INSTALL, user=student, cwd=home)
+    versions = "import platform, jax; print(platform.python_version(), jax.__version__)"
+    python = ns.run([".venv/bin/python", "-c", versions], user=student, cwd=home).stdout.split()
+    print(f"\nstudent {student}: Python {python[0]}, JAX {python[1]}; hand-out installed in "
+          f"{time.time() - started:.0f} s")
     port, token = free_port(), secrets.token_hex(16)
-    root = course["root"]
-    env = {**os.environ,
-           "JUPYTER_CONFIG_PATH": course["config"],           # the hand-out's etc/jupyter
-           "JUPYTER_CONFIG_DIR": str(root / "user-config"),     # nothing from ~/.jupyter
-           "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
-           "JUPYTERLAB_SETTINGS_DIR": str(root / "lab-settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces"),
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    log = open(root / "lab.log", "w")
-    # No --allow-root: the hand-out's settings must let it start as root too.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={course['student']}"],
-        cwd=str(course["student"]), env=env, stdout=log, stderr=subprocess.STDOUT)
+    log = os.path.join(machine["scratch"], "lab.log")
+    proc = ns.popen(["bash", "-c", f"{STUDENT_LAB} --no-browser --ServerApp.port={port} "
+                                   f"--IdentityProvider.token={token}"], log=log, user=student, cwd=home)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"jupyter lab exited: {(root / 'lab.log').read_text()[-3000:]}")
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-            break
-        except Exception:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("jupyter lab did not start in 90 s")
-    yield {"base": base, "token": token, "log": root / "lab.log"}
-    proc.terminate()
     try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+        wait_for_http(f"{base}/api/status?token={token}", proc, log)
+        yield {"base": base, "token": token, "log": log, "home": home, "python": python[0]}
+    finally:
+        stop(proc)
 
 
-# --- helpers driving JupyterLab's own menus and buttons ------------------------------------
-
-def menu(page, *path):
-    """Open a menu-bar menu and click through `path`. A click on the bar can land while the
-    previous menu is still closing and leave the menu shut: then it is clicked again."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    bar = page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{path[0]}$"))
-    for _ in range(3):
-        bar.click()
-        try:
-            page.locator(".lm-Menu").last.wait_for(state="visible", timeout=5000)
-            break
-        except PlaywrightTimeout:
-            continue
-    for item in path[1:]:
-        page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).last.click()
+def http_status(url: str) -> int:
+    try:
+        return urllib.request.urlopen(url, timeout=10).status
+    except urllib.error.HTTPError as e:
+        return e.code
 
 
-def wait_idle(page, timeout=240):
-    """Until every code cell has run: no [*] or [ ] prompts left."""
-    page.wait_for_function(
-        """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-                   return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""",
-        timeout=timeout * 1000, polling=500)
-
-
-def open_notebook(page, lab, path):
-    page.goto(f"{lab['base']}/lab/tree/{path}?token={lab['token']}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-    page.wait_for_function(
-        "() => { const s = document.querySelector('.jp-Notebook-ExecutionIndicator');"
-        " return s && s.getAttribute('data-status') === 'idle'; }", timeout=120000)
-    if page.locator("#jp-left-stack").is_hidden():  # the file browser open, as students keep it
-        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()
-
-
-def run_all(page):
-    menu(page, "Run", "Run All Cells")
-    wait_idle(page)
-
+# --- what the student sees --------------------------------------------------------------------
 
 def validate(page) -> str:
     page.locator(".jp-NotebookPanel-toolbar").get_by_text("Validate", exact=True).click()
@@ -190,16 +186,6 @@ def validate(page) -> str:
 def close_dialog(page):
     page.locator(".jp-Dialog-button.jp-mod-accept").click()
     page.locator(".jp-Dialog").wait_for(state="detached")
-
-
-def close_all_discarding(page):
-    menu(page, "File", "Close All Tabs")
-    for _ in range(3):
-        button = page.locator(".jp-Dialog-button", has_text=re.compile("Discard|Don't Save|Close"))
-        try:
-            button.first.click(timeout=3000)
-        except Exception:
-            break
 
 
 def set_theme(page, theme):
@@ -242,79 +228,89 @@ def show_cell(page, text):
         page.wait_for_timeout(400)
 
 
-MISTAKE = ("shard_average_shard_map", """def shard_average_shard_map(A, *, mesh):
-    def local(block):
-        return block.mean(axis=0, keepdims=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X'))(A)""")
-
-
-def work(fetched: str, solved: str, mistake: tuple[str, str] | None = None) -> None:
-    """The student's work: the solution cells of the solved notebook, typed into the fetched one
-    (with `mistake` = (grade_id, source) in place of one of them)."""
-    mine = nbformat.read(fetched, as_version=4)
-    answers = {c.metadata.nbgrader["grade_id"]: c.source for c in nbformat.read(solved, as_version=4).cells
-               if c.metadata.get("nbgrader", {}).get("solution")}
-    for cell in mine.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
-            cell.source = answers[grade_id]
-            if mistake and grade_id == mistake[0] + "_solution":
-                cell.source = mistake[1]
-    nbformat.write(mine, fetched)
+def type_written_answer(page, text):
+    """Double-click the written answer's rendered cell, type, render it again."""
+    cell = page.locator(".jp-MarkdownCell", has_text="YOUR ANSWER HERE").first
+    cell.evaluate("e => e.scrollIntoView({block: 'center'})")
+    cell.dblclick()
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.press("Delete")
+    page.keyboard.insert_text(text)
+    page.keyboard.press("Shift+Enter")
 
 
-def instructor(course, *args):
-    proc = nbgrader(list(args), cwd=str(course["instructor"]), check=False)
-    assert proc.returncode == 0, f"nbgrader {' '.join(args)}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+def type_answers(page, typed: dict[str, str], only: set[str] | None = None) -> None:
+    """Type each answer into the cell where its stub stands (or into the cell holding the
+    earlier answer, when it is typed again)."""
+    for grade_id, source in typed.items():
+        if only is None or grade_id in only:
+            name = grade_id.removesuffix("_solution")
+            type_into_cell(page, f"def {name}(", source)
 
 
-def test_student_path_in_jupyterlab(course, lab, shots, repo_root):
-    """In a real browser: fetch, Run All, Validate fails naming the functions (light and dark
-    themes readable, tables fit 1280 px with the sidebar open), work, Validate passes, submit;
-    the instructor collects, autogrades and releases feedback; the student fetches it."""
-    sync_playwright = _playwright()
+def visible_texts(page) -> str:
+    return page.evaluate("() => document.body.innerText")
+
+
+def test_student_route_in_jupyterlab(machine, lab, shots, repo_root):
+    """From the README's first command to reading feedback, in a real browser: every step as
+    the README tells it, the hand-in holding exactly what the student typed."""
     started = time.time()
-    shot = lambda name: page.screenshot(path=os.path.join(shots, name))  # noqa: E731
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    typed = answers(repo_root)
+    secret = mark_scheme_lines(repo_root)
+    seen = []  # every text the student's pages showed
+    with sync_playwright()() as p:
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
         page.set_default_timeout(60000)
+        shot = lambda name: page.screenshot(path=os.path.join(shots, name))  # noqa: E731
         try:
-            page.goto(f"{lab['base']}/lab?token={lab['token']}")
-            page.wait_for_selector(".jp-LabShell", timeout=90000)
-            try:  # JupyterLab's "get notified about news?" toast
-                page.locator(".jp-toast-button", has_text=re.compile("^No$")).click(timeout=5000)
-            except Exception:
-                pass
+            # The README's command opens the notebook in the hand-out's folder.
+            page.goto(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90000)
+            dismiss_news(page)
+            wait_kernel_idle(page)
+            assert page.locator(".lm-TabBar-tab.jp-mod-current", has_text=f"{ASSIGNMENT}.ipynb").count() == 1
+            root = json.load(urllib.request.urlopen(f"{lab['base']}/api/contents/?token={lab['token']}"))
+            listing = {item["name"] for item in root["content"]}
+            assert {ASSIGNMENT, "README.md", "pyproject.toml"} <= listing, listing  # the hand-out's folder
+            page.wait_for_timeout(1500)
+            dirty = page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() > 0
+            release = nbformat.read(os.path.join(repo_root, "release", NOTEBOOK), as_version=4)
+            if release.metadata.language_info.get("version") == lab["python"]:
+                assert not dirty, "the notebook is marked modified on open"
+            shot("01-opened.png")
 
-            # The student sees the Assignment List, not the instructor's panels.
+            # The student's panels: the Assignment List, no instructor tools.
             menu(page, "Nbgrader")
             items = page.locator(".lm-Menu-itemLabel").all_inner_texts()
-            shot("01-nbgrader-menu.png")
+            shot("02-nbgrader-menu.png")
             assert "Assignment List" in items and "Formgrader" not in items, items
             page.keyboard.press("Escape")
-            assert page.locator(".lm-TabBar-tab", has_text="Create Assignment").count() == 0
             assert http_status(f"{lab['base']}/formgrader?token={lab['token']}") == 404
 
-            # Fetch from the exchange.
-            menu(page, "Nbgrader", "Assignment List")
-            page.get_by_role("button", name="Fetch", exact=True).click()
-            page.wait_for_selector("#fetched_assignments_list .list_item", timeout=60000)
-            shot("02-assignment-list-fetched.png")
-            fetched = course["student"] / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-            assert fetched.exists()
+            # The Assignment List shows problem1 as fetched, here: its link opens this notebook.
+            open_assignment_list(page)
+            fetched = page.locator("#fetched_assignments_list > .list_item", has_text=ASSIGNMENT)
+            assert fetched.count() == 1
+            assert page.locator("#released_assignments_list > .list_item", has_text=ASSIGNMENT).count() == 0
+            fetched.locator(".assignment-notebooks-link").click()  # unfold its notebooks
+            shot("03-assignment-list.png")
+            fetched.locator(".assignment-notebooks a", has_text=re.compile(f"^{ASSIGNMENT}$")).click()
+            page.wait_for_timeout(1500)
+            assert page.locator(".jp-Dialog", has_text=re.compile("not found|Cannot open", re.I)).count() == 0
+            assert page.locator(".lm-TabBar-tab.jp-mod-current", has_text=f"{ASSIGNMENT}.ipynb").count() == 1
 
-            # Open it: not marked modified; Run All runs to the end with every check rendered.
-            open_notebook(page, lab, f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
-            page.wait_for_timeout(2000)
-            dirty = page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count() > 0
-            written = nbformat.read(str(fetched), as_version=4).metadata.language_info.get("version")
-            if written == platform.python_version():  # JupyterLab compares the kernel's language_info
-                assert not dirty, "the notebook is marked modified on open"
-            else:
-                print(f"notebook written for Python {written}, kernel {platform.python_version()}: "
-                      f"JupyterLab refills language_info (marked modified: {dirty})")
+            # Submit of the untouched notebook: refused, saying why and what to do.
+            open_assignment_list(page)
+            refusal = submit_from_assignment_list(page, ASSIGNMENT, on_refusal=lambda: shot("04-submit-unchanged.png"))
+            refusal = " ".join((refusal or "").split())
+            assert "Nothing was handed in" in refusal and "press Submit again" in refusal, refusal
+            assert not os.listdir(machine["ns"].path("/usr/local/share/nbgrader/exchange/scaling-jax/inbound"))
+            page.locator(".lm-TabBar-tab", has_text=f"{ASSIGNMENT}.ipynb").first.click()
+
+            # Run All on the release: every check fails, the run goes to the end.
             run_all(page)
             for name in FUNCTIONS:
                 assert page.locator(".jp-OutputArea-output", has_text=f"visible check: {name} failed").count() == 1
@@ -324,12 +320,12 @@ def test_student_path_in_jupyterlab(course, lab, shots, repo_root):
             assert page.locator("text=<visible check of").count() == 0
             assert outputs_fit(page) == []
             show_cell(page, "check(shard_average_jit)")
-            shot("03-release-light.png")
+            shot("05-release-light.png")
             assert contrast(page, "failed") >= 3.0
+            seen.append(visible_texts(page))
 
-            # Validate: fails, naming every unimplemented function.
             verdict = validate(page)
-            shot("04-release-validate.png")
+            shot("06-release-validate.png")
             assert "Success" not in verdict and "failed" in verdict
             for name in FUNCTIONS:
                 assert name in verdict, (name, verdict)
@@ -337,77 +333,95 @@ def test_student_path_in_jupyterlab(course, lab, shots, repo_root):
 
             set_theme(page, "JupyterLab Dark")
             show_cell(page, "check(shard_average_jit)")
-            shot("05-release-dark.png")
+            shot("07-release-dark.png")
             assert contrast(page, "failed") >= 3.0
             assert outputs_fit(page) == []
             show_cell(page, "show_mesh(mesh)")
-            shot("05b-mesh-and-report-dark.png")
-            close_all_discarding(page)
+            shot("08-mesh-and-report-dark.png")
 
-            # The student works, with one mistake: JAX's whole explanation, the student's line;
-            # Validate names only that function.
-            solved = os.path.join(repo_root, "solutions", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
-            work(str(fetched), solved, mistake=MISTAKE)
-            open_notebook(page, lab, f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+            # The student types the answers, one of them wrong.
+            type_answers(page, {**typed, MISTAKE[0] + "_solution": MISTAKE[1]})
+            type_written_answer(page, WRITTEN)
+            save(page)
             run_all(page)
             panel = page.locator(".jp-OutputArea-output", has_text="visible check: shard_average_shard_map failed")
             message = panel.first.text_content()
             assert "out_specs is P('X',)" in message and "check_vma=False" in message, message
             assert re.search(r"Cell In\[\d+\], line \d+", message) and "site-packages" not in message
             show_cell(page, "check(shard_average_shard_map)")
-            shot("06-mistake-dark.png")
+            shot("09-mistake-dark.png")
             assert outputs_fit(page) == []
             verdict = validate(page)
-            shot("07-mistake-validate.png")
+            shot("10-mistake-validate.png")
             assert "shard_average_shard_map" in verdict and "roll_diff" not in verdict, verdict
             close_dialog(page)
-            close_all_discarding(page)
 
             # The mistake fixed: every check passes on both meshes; Validate passes.
-            work(str(fetched), solved)
-            open_notebook(page, lab, f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb")
+            type_answers(page, typed, only={MISTAKE[0] + "_solution"})
+            save(page)
             run_all(page)
             for name in FUNCTIONS:
                 assert page.locator(".jp-OutputArea-output", has_text=f"visible check: {name} passed").count() == 1
             assert page.locator(".jp-OutputArea-output", has_text="CheckFailed").count() == 0
             show_cell(page, "check(roll_diff)")
-            shot("08-solution-dark.png")
+            shot("11-solution-dark.png")
             assert contrast(page, "passed") >= 3.0
             set_theme(page, "JupyterLab Light")
-            shot("09-solution-light.png")
+            shot("12-solution-light.png")
             assert contrast(page, "passed") >= 3.0
+            seen.append(visible_texts(page))
             verdict = validate(page)
-            shot("10-solution-validate.png")
+            shot("13-solution-validate.png")
             assert "Success! Your notebook passes all the tests." in verdict, verdict
             close_dialog(page)
-            page.keyboard.press("Control+s")
-            page.wait_for_timeout(1000)
-            close_all_discarding(page)
+            save(page)
 
-            # Submit from the Assignment List.
-            menu(page, "Nbgrader", "Assignment List")
-            page.get_by_role("button", name="Submit", exact=True).click()
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('#submitted_assignments_list .list_item')].length > 0",
-                timeout=60000)
-            shot("11-submitted.png")
+            # Submit hands in the notebook the student worked in.
+            open_assignment_list(page)
+            assert submit_from_assignment_list(page, ASSIGNMENT) is None
+            shot("14-submitted.png")
 
-            # The instructor collects, autogrades, releases feedback.
-            for step in (["collect", ASSIGNMENT], ["autograde", ASSIGNMENT, "--force"],
-                         ["generate_feedback", ASSIGNMENT, "--force"], ["release_feedback", ASSIGNMENT]):
-                instructor(course, *step)
+            # The instructor collects, autogrades, releases feedback (the README's commands).
+            for command in COLLECT:
+                as_instructor(machine, command)
+            collected = nbformat.read(os.path.join(machine["kit"], "submitted", machine["student"], NOTEBOOK),
+                                      as_version=4)
+            by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in collected.cells}
+            for grade_id, source in typed.items():
+                assert by_id[grade_id] == source, (grade_id, by_id[grade_id])
+            assert by_id["written_communication"] == WRITTEN
 
-            # The student fetches the feedback.
-            menu(page, "Nbgrader", "Assignment List")
-            page.locator("#refresh_assignments_list, button[title*='Refresh']").first.click()
-            page.get_by_role("button", name="Fetch Feedback").first.click()
-            page.wait_for_selector("text=(view feedback)", timeout=60000)
-            shot("12-feedback-fetched.png")
+            # The student fetches the feedback and opens it.
+            open_assignment_list(page)
+            page.locator("#submitted_assignments_list button", has_text="Fetch Feedback").first.click()
+            link = page.locator("#submitted_assignments_list a", has_text="view feedback")
+            link.wait_for(timeout=60000)
+            shot("15-feedback-fetched.png")
+            link.first.click()
+            page.locator(".jp-DirListing-itemText", has_text=f"{ASSIGNMENT}.html").wait_for(timeout=30000)
+            crumbs = page.locator(".jp-BreadCrumbs").inner_text()
+            assert "feedback" in crumbs, crumbs
+            shot("16-feedback-folder.png")
+            page.locator(".jp-DirListing-itemText", has_text=f"{ASSIGNMENT}.html").dblclick()
+            frame = page.frame_locator("iframe").first
+            frame.locator("body").wait_for(timeout=30000)
+            page.wait_for_timeout(1500)
+            shot("17-feedback-open.png")
+            feedback_text = frame.locator("body").inner_text()
+            assert "shard_average_jit" in feedback_text and "Score" in feedback_text, feedback_text[:500]
+            seen.append(feedback_text)
         finally:
             shot("99-last.png")
             browser.close()
-    pages = list((course["student"] / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))
+    pages = [open(f).read() for f in _feedback_files(machine, lab)]
     assert len(pages) == 1
-    text = pages[0].read_text()
-    assert "shard_average_jit" in text and "HIDDEN TESTS" not in text
-    print(f"browser round trip took {time.time() - started:.0f} s")
+    assert "HIDDEN TESTS" not in pages[0] and "BEGIN MARK SCHEME" not in pages[0]
+    for text in [*pages, *seen]:
+        assert not leaked(text, secret), leaked(text, secret)[:3]
+    print(f"student route in the browser took {time.time() - started:.0f} s")
+
+
+def _feedback_files(machine, lab):
+    folder = os.path.join(lab["home"], f"handout-{ASSIGNMENT}", ASSIGNMENT, "feedback")
+    return [os.path.join(d, f) for d, _, files in os.walk(folder) for f in files
+            if f == f"{ASSIGNMENT}.html" and ".ipynb_checkpoints" not in d]

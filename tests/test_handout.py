@@ -9,7 +9,16 @@ import zipfile
 import nbformat
 import pytest
 
-from graders.handout import INSTRUCTOR_PLUGINS, INSTRUCTOR_SERVER_EXTENSIONS, build_handout
+from nbgrader.auth import Authenticator
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.exchange import ExchangeError
+from nbgrader.exchange.default.exchange import Exchange
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+from assignments.handin import SubmitAskingIfUnchanged
+from graders.handout import (DEFAULT_EXCHANGE, INSTRUCTOR_PLUGINS, INSTRUCTOR_SERVER_EXTENSIONS, SUBMIT_PLUGIN,
+                             build_handout, course_settings)
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +82,48 @@ def test_handout_has_no_solution_or_hidden_case(handout, repo_root):
         assert not [h for h in hidden if h in text], (name, [h for h in hidden if h in text])
 
 
-def test_student_settings_hide_instructor_panels(handout):
-    """Do the hand-out's Jupyter settings hide formgrader and Create Assignment, and point
-    nbgrader at the course's exchange?"""
+def test_student_settings_hide_instructor_panels(handout, tmp_path):
+    """Do the hand-out's Jupyter settings hide formgrader and Create Assignment, root JupyterLab
+    at the folder it starts in, and point nbgrader at the course's exchange and hand-in check?"""
     read = lambda n: handout.read(f"handout-problem1/jupyter-config/{n}").decode()  # noqa: E731
     page = json.loads(read("labconfig/page_config.json"))["disabledExtensions"]
     assert all(page[p] for p in INSTRUCTOR_PLUGINS)
     server = json.loads(read("jupyter_server_config.d/scaling-jax-student.json"))["ServerApp"]
     assert not any(server["jpserver_extensions"][e] for e in INSTRUCTOR_SERVER_EXTENSIONS)
-    assert json.loads(read("jupyter_server_config.json"))["ServerApp"]["allow_root"]
-    assert "/srv/course/exchange" in read("nbgrader_config.py")
+    settings = config_of(read("jupyter_server_config.py"), cwd=str(tmp_path))
+    assert settings.ServerApp.allow_root and settings.ServerApp.root_dir == str(tmp_path)
+    nbgrader = config_of(read("nbgrader_config.py"))
+    assert nbgrader.Exchange.root == "/srv/course/exchange" and nbgrader.CourseDirectory.course_id == "scaling-jax"
+    assert nbgrader.ExchangeFactory.submit == SUBMIT_PLUGIN
+
+
+def config_of(text: str, cwd: str | None = None):
+    """A Jupyter config file's settings, as Jupyter loads it with `cwd` as working folder."""
+    import tempfile
+
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "config.py"), "w") as f:
+            f.write(text)
+        try:
+            os.chdir(cwd or folder)
+            return PyFileConfigLoader("config.py", path=folder).load_config()
+        finally:
+            os.chdir(here)
+
+
+def test_instructor_and_student_share_nbgrader_exchange(tmp_path):
+    """Do the course's nbgrader_config.py, the hand-out built with no --exchange and nbgrader's
+    own default name the same exchange folder and course?"""
+    course_id, exchange = course_settings()
+    assert (course_id, exchange) == ("scaling-jax", Exchange.class_traits()["root"].default_value)
+    assert DEFAULT_EXCHANGE == exchange
+    zipped = zipfile.ZipFile(build_handout("problem1", str(tmp_path)))
+    student = config_of(zipped.read("handout-problem1/jupyter-config/nbgrader_config.py").decode())
+    assert Exchange(config=student).root == exchange
+    assert CourseDirectory(config=student).course_id == course_id
+    readme = zipped.read("handout-problem1/README.md").decode()
+    assert exchange in readme and "cd handout-problem1 && ../.venv/bin/jupyter lab problem1/problem1.ipynb" in readme
 
 
 def test_handout_installs_with_one_command(handout, tmp_path):
@@ -96,5 +137,75 @@ def test_handout_installs_with_one_command(handout, tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "assignments/checks.py" in names and "assignments/contracts/problem1.py" in names
-    assert any(n.endswith("data/etc/jupyter/labconfig/page_config.json") for n in names)
+    for setting in ("labconfig/page_config.json", "jupyter_server_config.py", "nbgrader_config.py",
+                    "jupyter_server_config.d/scaling-jax-student.json"):
+        assert any(n.endswith(f"data/etc/jupyter/{setting}") for n in names), setting
     assert not any(n.startswith(("graders/", "solutions/")) for n in names)
+
+
+# --- the hand-in check (assignments/handin.py) ----------------------------------------------
+
+@pytest.fixture
+def exchange(tmp_path, repo_root):
+    """A released problem1 in an exchange, and a student's fetched copy of it."""
+    import shutil
+
+    outbound = tmp_path / "exchange" / "scaling-jax" / "outbound" / "problem1"
+    shutil.copytree(os.path.join(repo_root, "release", "problem1"), outbound)
+    (tmp_path / "exchange" / "scaling-jax" / "inbound").mkdir()
+    shutil.copytree(outbound, tmp_path / "student" / "problem1")
+    return tmp_path
+
+
+def submit(tmp_path):
+    """`nbgrader submit problem1` with the hand-out's Submit, from the student's folder."""
+    config = Config()
+    config.Exchange.root = str(tmp_path / "exchange")
+    config.Exchange.assignment_dir = str(tmp_path / "student")
+    config.Exchange.cache = str(tmp_path / "cache")
+    config.CourseDirectory.course_id = "scaling-jax"
+    config.CourseDirectory.assignment_id = "problem1"
+    SubmitAskingIfUnchanged(coursedir=CourseDirectory(config=config), authenticator=Authenticator(config=config),
+                            config=config).start()
+    return os.listdir(tmp_path / "exchange" / "scaling-jax" / "inbound")
+
+
+def test_submit_asks_again_before_handing_in_the_release_unchanged(exchange):
+    """Is a notebook whose answer cells are the release's refused once, saying where Submit
+    reads and what to do, and handed in when Submit is pressed again?"""
+    with pytest.raises(ExchangeError) as refused:
+        submit(exchange)
+    message = " ".join(str(refused.value).split())
+    assert "Nothing was handed in" in message and str(exchange / "student" / "problem1") in message
+    assert "File > Save Notebook" in message and "press Submit again" in message
+    assert not os.listdir(exchange / "exchange" / "scaling-jax" / "inbound")
+    assert len(submit(exchange)) == 1  # the second press: confirmed
+
+
+def test_submit_hands_in_work_at_once(exchange):
+    """Is a notebook with one answer cell changed handed in at the first press, and outputs
+    alone (cells run, nothing typed) not counted as work?"""
+    path = exchange / "student" / "problem1" / "problem1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nbformat.write(nb, path)
+    with pytest.raises(ExchangeError):
+        submit(exchange)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    answer.source = answer.source.replace("raise NotImplementedError()", "return A")
+    nbformat.write(nb, path)
+    assert len(submit(exchange)) == 1
+
+
+def test_submit_confirmation_is_for_the_same_notebook(exchange):
+    """After a refusal, does a Submit of a different (still unchanged-answer) notebook ask again
+    rather than take the first refusal as confirmation?"""
+    with pytest.raises(ExchangeError):
+        submit(exchange)
+    path = exchange / "student" / "problem1" / "problem1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["edited"] = True  # other bytes, the same answers
+    nbformat.write(nb, path)
+    with pytest.raises(ExchangeError):
+        submit(exchange)

@@ -8,7 +8,7 @@ class GetGradesWithPending(GetGrades):
     """nbgrader's GetGrades (each grade cell's score and points, from the gradebook), plus
     ``metadata.nbgrader.pending``: True for an answer that needs a human grade nobody has given
     yet. nbgrader scores such a cell 0 until then; the kit's feedback template
-    (`graders/templates/kit_feedback`) says "waiting for a grader" instead."""
+    (`graders/templates/feedback`) says "waiting for a grader" instead."""
 
     def _get_score(self, cell, resources) -> None:
         super()._get_score(cell, resources)

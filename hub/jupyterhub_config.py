@@ -1,0 +1,82 @@
+"""A course on one machine: JupyterHub with local users, nbgrader's one-class-one-grader set-up.
+
+    cd /srv/scaling-jax-hub && sudo /opt/scaling-jax/bin/jupyterhub -f /srv/scaling-jax/hub/jupyterhub_config.py
+
+(the README's "A course on JupyterHub" gives every step.)
+- Who: local Unix accounts, logging in with their own passwords (PAM). Members of the Unix
+  group `scaling-jax-instructors` are instructors, of `scaling-jax-students` students; nobody
+  else may log in ($SCALING_JAX_INSTRUCTORS and $SCALING_JAX_STUDENTS name other groups).
+- What runs: each user's own JupyterLab, as that user, in their home: `jupyterhub-singleuser`
+  of the environment this hub runs in, whose Python is everyone's kernel and the graders'.
+- Students get the hand-out's Jupyter settings (`graders/handout.py`): the Assignment List
+  only, nbgrader's exchange and course id from this kit's `nbgrader_config.py`, the Submit
+  that asks again before handing in an untouched notebook.
+- Instructors get formgrader, Create Assignment and Courses; their course folder is
+  `~/scaling-jax` ($SCALING_JAX_COURSE, under their home), a copy of the kit, whose own
+  `nbgrader_config.py` formgrader loads. Formgrader opens in a browser tab of its own,
+  `/user/<name>/formgrader`: JupyterHub 4.1 and later forbid the frame JupyterLab's
+  *Nbgrader > Formgrader* panel would show it in (a page of another user's server could
+  otherwise drive it).
+The users' settings are written when the hub starts, under this environment's
+`share/scaling-jax-hub/`, which every user can read.
+"""
+import grp
+import os
+import pwd
+import sys
+
+KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, KIT)
+from graders.handout import write_student_config  # noqa: E402
+
+INSTRUCTORS = os.environ.get("SCALING_JAX_INSTRUCTORS", "scaling-jax-instructors")
+STUDENTS = os.environ.get("SCALING_JAX_STUDENTS", "scaling-jax-students")
+COURSE = os.environ.get("SCALING_JAX_COURSE", "scaling-jax")
+ENVIRONMENT_BIN = os.path.dirname(sys.executable)
+SETTINGS = os.path.join(sys.prefix, "share", "scaling-jax-hub")
+
+INSTRUCTOR_NBGRADER_CONFIG = """# The instructor's nbgrader: the course folder, whose nbgrader_config.py formgrader loads.
+import os
+
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = os.path.join(os.path.expanduser("~"), {course!r})
+"""
+
+
+def in_group(user: str, group: str) -> bool:
+    try:
+        members = grp.getgrnam(group)
+        return user in members.gr_mem or pwd.getpwnam(user).pw_gid == members.gr_gid
+    except KeyError:
+        return False
+
+
+def write_settings() -> dict[str, str]:
+    """Each role's Jupyter settings folder (for JUPYTER_CONFIG_PATH), written afresh."""
+    os.makedirs(SETTINGS, mode=0o755, exist_ok=True)
+    instructor = os.path.join(SETTINGS, "instructor")
+    os.makedirs(instructor, mode=0o755, exist_ok=True)
+    with open(os.path.join(instructor, "nbgrader_config.py"), "w") as f:
+        f.write(INSTRUCTOR_NBGRADER_CONFIG.format(course=COURSE))
+    return {"instructor": instructor, "student": write_student_config(os.path.join(SETTINGS, "student"))}
+
+
+ROLE_SETTINGS = write_settings()
+
+
+def role_settings(spawner) -> None:
+    """Before a user's server starts: their role's settings, this environment's commands."""
+    role = "instructor" if in_group(spawner.user.name, INSTRUCTORS) else "student"
+    spawner.environment["JUPYTER_CONFIG_PATH"] = ROLE_SETTINGS[role]
+    # nbgrader runs helpers (alembic) from PATH; bubblewrap (the graders' sandbox) is in /usr/bin.
+    spawner.environment["PATH"] = os.pathsep.join([ENVIRONMENT_BIN, "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+c = get_config()  # noqa: F821
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.allowed_groups = {INSTRUCTORS, STUDENTS}
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [os.path.join(ENVIRONMENT_BIN, "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.pre_spawn_hook = role_settings
+c.Spawner.http_timeout = 120  # a first start on a busy machine
