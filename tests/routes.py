@@ -65,10 +65,18 @@ def free_port() -> int:
 
 
 def scratch_folder(prefix: str) -> str:
-    """A temporary folder every user may traverse (pytest's own are root's only)."""
+    """A temporary folder every user may traverse (pytest's own are root's only): a tmpfs of
+    its own, so that the environments installed there (several hundred MB each) are written
+    and thrown away in a moment (`release_scratch`)."""
     folder = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
-    os.chmod(folder, 0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12g,mode=0755", "kit-scratch", folder], check=True)
     return folder
+
+
+def release_scratch(folder: str) -> None:
+    """Unmount a `scratch_folder` (everything in it goes) and remove it."""
+    subprocess.run(["umount", "--lazy", folder], capture_output=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def copy_kit(dest: str) -> str:
@@ -90,9 +98,14 @@ def unique_name(role: str) -> str:
     return f"kit{role}{secrets.token_hex(3)}"
 
 
-def add_user(name: str, password: str | None = None, groups: tuple[str, ...] = ()) -> str:
-    """A local user with a home of its own (mode 0700, as the README sets it); returns its home."""
+def add_user(name: str, password: str | None = None, groups: tuple[str, ...] = (),
+             homes: str | None = None) -> str:
+    """A local user with a home of its own (mode 0700, as the README sets it), in the folder
+    `homes` when given (a scratch tmpfs: a home holding an environment is gone in a moment);
+    returns its home."""
     args = ["useradd", "--create-home", "--shell", "/bin/bash"]
+    if homes:
+        args += ["--home-dir", os.path.join(homes, name)]
     if groups:
         args += ["--groups", ",".join(groups)]
     subprocess.run([*args, name], check=True, capture_output=True)

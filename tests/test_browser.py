@@ -34,7 +34,7 @@ import pytest
 
 from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_user, copy_kit, dismiss_news, free_port,
                     launch_chromium, menu, open_assignment_list, remove_user, require_root_machine, run_all, save,
-                    scratch_folder, stop, submit_from_assignment_list, sync_playwright, type_into_cell, unique_name,
+                    release_scratch, scratch_folder, stop, submit_from_assignment_list, sync_playwright, type_into_cell, unique_name,
                     wait_for_http, wait_kernel_idle)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -124,7 +124,7 @@ def machine():
     finally:
         remove_user(student)
         ns.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        release_scratch(scratch)
 
 
 def as_instructor(machine, command: str):
@@ -140,7 +140,7 @@ def lab(machine):
     ns, student = machine["ns"], machine["student"]
     for command in (MAKE_EXCHANGE, *INSTRUCTOR):
         as_instructor(machine, command)
-    home = add_user(student)
+    home = add_user(student, homes=machine["scratch"])
     zip_path = os.path.join(machine["kit"], "dist", f"handout-{ASSIGNMENT}.zip")
     shutil.copy(zip_path, home)
     shutil.chown(os.path.join(home, os.path.basename(zip_path)), student, student)

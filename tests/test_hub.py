@@ -33,7 +33,7 @@ import pytest
 
 from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_group, add_user, copy_kit, dismiss_news,
                     free_port, launch_chromium, open_assignment_list, remove_group, remove_user,
-                    let_users_run_stack_python, require_root_machine, save, scratch_folder, stack_python, stop,
+                    let_users_run_stack_python, require_root_machine, release_scratch, save, scratch_folder, stack_python, stop,
                     submit_from_assignment_list, sync_playwright, type_into_cell, unique_name, wait_for_http,
                     wait_kernel_idle)
 from test_browser import MAKE_EXCHANGE, answers, leaked, mark_scheme_lines
@@ -104,7 +104,7 @@ def hub(shots):
         homes = {}
         for role, name in people.items():
             group = groups["instructors"] if role == "instructor" else groups["students"]
-            homes[name] = add_user(name, passwords[name], groups=(group,))
+            homes[name] = add_user(name, passwords[name], groups=(group,), homes=scratch)
         course = copy_kit(os.path.join(homes[people["instructor"]], "scaling-jax"))
         subprocess.run(["chown", "-R", f"{people['instructor']}:", course], check=True)
         ns.shell(MAKE_EXCHANGE.replace("sudo ", ""))
@@ -136,7 +136,7 @@ def hub(shots):
             remove_group(group)
         times.append(time.time())
         ns.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        release_scratch(scratch)
         times.append(time.time())
         print("hub stopped in {:.0f} s, users removed in {:.0f} s, folders in {:.0f} s".format(
             *(b - a for a, b in zip(times, times[1:]))))
