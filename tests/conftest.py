@@ -35,6 +35,15 @@ def mesh_2x4():
     return assignments.make_mesh((2, 4))
 
 
+@pytest.fixture(scope="session")
+def problem1_batch(tmp_path_factory):
+    """The problem1 and fault corpora graded once per session by `graders.batch`; shared by
+    every module that asserts on them (`tests/grading.py` `CorpusBatch`)."""
+    from grading import CorpusBatch
+
+    return CorpusBatch(str(tmp_path_factory.mktemp("corpus-batch")))
+
+
 def pytest_collection_modifyitems(config, items):
     """Everything under tests/unit is the fast tier (`-m fast` selects it too)."""
     unit = os.path.join(REPO_ROOT, "tests", "unit") + os.sep

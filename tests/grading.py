@@ -38,3 +38,74 @@ def cached_grader(assignment: str, corpus: str, limits: Limits):
         return graded(path, assignment, limits or default, only)
 
     return grade
+
+
+# --- the problem1 corpus, graded once per session by graders.batch ------------------------------
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
+FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
+CORPUS_LIMITS = ["--cell-timeout", "3", "--case-timeout", "2", "--stall-timeout", "8", "--run-timeout", "10"]
+"""Small limits, so that the corpus's hangs cost seconds."""
+PLANTED = "planted_by_submission.txt"
+
+
+class CorpusBatch:
+    """The problem1 corpus, the fault corpus, the solution and the untouched stub in one folder,
+    graded by `python -m graders.batch` (4 workers): `out` (results.json per student), `stdout`,
+    `accepted` (connections the network fault made to a listening port: must be 0), and
+    `result(name)`, each submission's `SubmissionResult` as the batch wrote it."""
+
+    def __init__(self, root: str):
+        import shutil
+        import socket
+        import subprocess
+        import sys
+
+        source = os.path.join(root, "submissions")
+        os.makedirs(source)
+        for folder in (CORPUS, FAULTS):
+            for name in os.listdir(folder):
+                shutil.copy(os.path.join(folder, name), os.path.join(source, name))
+        shutil.copy(os.path.join(REPO_ROOT, "solutions", "problem1.py"), os.path.join(source, "solution.py"))
+        shutil.copy(os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb"), os.path.join(source, "stub.ipynb"))
+        for path in planted_files():
+            assert not os.path.exists(path), f"left over from an earlier run: {path}"
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        self.out = os.path.join(root, "graded")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "graders.batch", "-a", "problem1", source, "-o", self.out,
+                 "--workers", "4", *CORPUS_LIMITS], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
+                env={**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])})
+            self.accepted = 0
+            while True:
+                try:
+                    server.accept()[0].close()
+                    self.accepted += 1
+                except BlockingIOError:
+                    break
+        finally:
+            server.close()
+            self.planted = [p for p in planted_files() if os.path.exists(p)]
+            for p in self.planted:
+                os.remove(p)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert not self.planted, f"a submission planted files in the kit or JAX: {self.planted}"
+        self.stdout = proc.stdout
+
+    def result(self, name: str) -> SubmissionResult:
+        from graders.results import read_results
+
+        return read_results(os.path.join(self.out, name, "results.json"))
+
+
+def planted_files() -> list[str]:
+    """Where the corpus's writes_files would plant a file in the kit or in JAX."""
+    import importlib.util
+
+    return [os.path.join(os.path.dirname(importlib.util.find_spec(m).origin), PLANTED)
+            for m in ("assignments", "jax")]

@@ -1,10 +1,11 @@
 """One batch holding every broken submission of the corpus: it must finish, with each verdict.
 
-The batch is the problem1 corpus (`tests/submissions/problem1/`, each file also tested on its
-own in test_graders_problem1.py), the extra faults of `tests/submissions/faults/` (malformed
-and truncated notebooks, deleted and duplicated cells, binary and empty files, a syntax
-error, a submission that writes files and one that tries the network), the solution and the
-untouched stub, graded by `python -m graders.batch` with small time limits and 4 workers.
+The batch is the problem1 corpus (`tests/submissions/problem1/`, each file's verdict looked at
+in detail in test_graders_problem1.py, from this same batch), the extra faults of
+`tests/submissions/faults/` (malformed and truncated notebooks, deleted and duplicated cells,
+binary and empty files, a syntax error, a submission that writes files and one that tries the
+network), the solution and the untouched stub, graded once per session by
+`python -m graders.batch` with small time limits (`tests/grading.py`).
 """
 from __future__ import annotations
 
@@ -12,10 +13,6 @@ import csv
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 
 import pytest
 
@@ -68,57 +65,13 @@ EXPECTED = {
     "network": (4, {"roll_diff": r"was not defined"}),
 }
 
-LIMITS = ["--cell-timeout", "3", "--case-timeout", "2", "--stall-timeout", "8", "--run-timeout", "10"]
-PLANTED = "planted_by_submission.txt"
-
-
-def planted_files() -> list[str]:
-    import assignments
-    import jax
-
-    return [os.path.join(os.path.dirname(m.__file__), PLANTED) for m in (assignments, jax)]
-
-
 @pytest.fixture(scope="module")
-def batch(tmp_path_factory):
-    """The whole corpus in one folder, graded once; returns (out folder, listener accepts)."""
-    root = tmp_path_factory.mktemp("faults")
-    source = root / "submissions"
-    source.mkdir()
-    for folder in (CORPUS, FAULTS):
-        for name in os.listdir(folder):
-            shutil.copy(os.path.join(folder, name), source / name)
-    shutil.copy(os.path.join(REPO_ROOT, "solutions", "problem1.py"), source / "solution.py")
-    shutil.copy(os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb"), source / "stub.ipynb")
-    for path in planted_files():
-        assert not os.path.exists(path), f"left over from an earlier run: {path}"
+def batch(problem1_batch):
+    """The whole corpus in one folder, graded once per session by `graders.batch` (the
+    session fixture `problem1_batch`, shared with test_graders_problem1.py)."""
+    import pathlib
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.setblocking(False)
-    env = {**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])}
-    out = root / "graded"
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "graders.batch", "-a", "problem1", str(source), "-o", str(out),
-             "--workers", "4", *LIMITS],
-            cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
-        accepted = 0
-        while True:
-            try:
-                server.accept()[0].close()
-                accepted += 1
-            except BlockingIOError:
-                break
-    finally:
-        server.close()
-        planted = [p for p in planted_files() if os.path.exists(p)]
-        for p in planted:
-            os.remove(p)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert not planted, f"a submission planted files in the kit or JAX: {planted}"
-    return out, accepted, proc.stdout
+    return pathlib.Path(problem1_batch.out), problem1_batch.accepted, problem1_batch.stdout
 
 
 def test_every_submission_gets_its_verdict(batch):

@@ -4,8 +4,10 @@ Each file in `tests/submissions/problem1/` is a small module defining the five g
 functions; most are the reference solution with ONE function broken, so each test checks
 that exactly that function loses points (an exact score where the hidden cases make it
 deterministic), that every other function keeps full marks, and that the student-visible
-message (`PartResult.output`) says why. Grading one submission takes a few seconds, so each
-one is graded once per module (see the `grade` fixture).
+message (`PartResult.output`) says why. The corpus is graded once per session by
+`graders.batch` (the `problem1_batch` fixture, shared with test_batch_faults.py, with small
+limits: cells 3 s, cases 2 s, stalls 8 s, compiled programs 10 s); other files (notebooks made
+here, the solution notebook) are graded in this process, once per session.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import sys
 
 import nbformat
 import pytest
-from grading import cached_grader
+from grading import graded
 
 import assignments.evaluate
 from assignments.contracts import get_assignment
@@ -34,12 +36,18 @@ POINTS = {p.name: p.points for p in get_assignment("problem1").parts}
 TOTAL = sum(POINTS.values())
 
 FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
-"""Small limits for everything; the timeout tests pass smaller ones still."""
+"""Small limits for the files graded here."""
 
 
 @pytest.fixture(scope="module")
-def grade():
-    return cached_grader("problem1", CORPUS, FAST)
+def grade(problem1_batch):
+    """grade(corpus name or path): the batch's result for a corpus file, else this process's."""
+    def grade(submission: str) -> SubmissionResult:
+        if os.sep not in submission:
+            return problem1_batch.result(submission)
+        return graded(submission, "problem1", FAST)
+
+    return grade
 
 
 def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
@@ -204,7 +212,7 @@ def test_wrong_signature(grade):
 
 def test_infinite_loop_while_tracing_costs_only_that_function(grade):
     """Does `while True: pass` in one function cost that function only, each case timed out?"""
-    result = grade("loop_while_tracing", Limits(cell_timeout=5, case_timeout=2, stall_timeout=20))
+    result = grade("loop_while_tracing")
     assert_only_broken(result, "shard_average_shard_map", 0,
                        r"tracing shard_average_shard_map took longer than 2 s: an infinite loop")
     assert len(failing_cases(result, "shard_average_shard_map")) == 6
@@ -213,16 +221,16 @@ def test_infinite_loop_while_tracing_costs_only_that_function(grade):
 
 def test_infinite_loop_at_top_level(grade):
     """Is a top-level infinite loop stopped, keeping the functions defined before it?"""
-    result = grade("loop_top_level", Limits(cell_timeout=2, case_timeout=5, stall_timeout=20))
+    result = grade("loop_top_level")
     assert len(result.problems) == 1
-    assert re.search(r"submission ran longer than 2 s and was stopped", result.problems[0])
+    assert re.search(r"submission ran longer than 3 s and was stopped", result.problems[0])
     for name in ("shard_average_jit", "shard_average_shard_map", "block_average_jit"):
         assert result.part(name).passed, result.part(name).output
     for name in ("block_average_shard_map", "roll_diff"):  # defined after the loop
         part = result.part(name)
         assert part.score == 0
         assert re.search(rf"function {name} was not defined", part.output)
-        assert re.search(r"note: while running your submission: .*ran longer than 2 s", part.output)
+        assert re.search(r"note: while running your submission: .*ran longer than 3 s", part.output)
     assert result.score == 6
 
 
@@ -236,7 +244,7 @@ def test_crash_costs_only_the_case_it_was_on(grade):
 
 def test_hang_that_blocks_the_time_limit_is_killed(grade):
     """Does the stall watchdog kill a hang that blocks SIGALRM, blaming only that case?"""
-    result = grade("hang_blocks_alarm", Limits(cell_timeout=5, case_timeout=2, stall_timeout=10))
+    result = grade("hang_blocks_alarm")
     assert_only_broken(result, "roll_diff", 0.9,
                        r"(ran longer than|made no progress for) \d+ s and was stopped \(an infinite loop")
     assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
@@ -300,11 +308,10 @@ def test_reading_the_solutions_from_disk_gets_nothing(grade):
 
 def test_a_compiled_program_that_never_ends_costs_only_its_cases(grade):
     """Does a compiled infinite loop lose only that function's cases, with a clear message?"""
-    result = grade("compiled_infinite_loop", limits=Limits(run_timeout=8),
-                   only=["shard_average_jit", "shard_average_shard_map"])
+    result = grade("compiled_infinite_loop")
     hang, fine = result.part("shard_average_jit"), result.part("shard_average_shard_map")
     assert hang.score == 0 and fine.score == fine.max_score
-    assert re.search(r"running the compiled program: it ran longer than 8 s and was stopped", hang.output)
+    assert re.search(r"running the compiled program: it ran longer than 10 s and was stopped", hang.output)
 
 
 # --- notebooks -----------------------------------------------------------------------------
