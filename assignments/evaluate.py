@@ -56,13 +56,19 @@ relative error means nothing. Not the largest element, which would hide small on
 
 
 def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True) -> str | None:
-    """What is wrong with `got` against the reference `want`, or None. With `show_values`
-    (the visible check: the student knows its inputs) the worst element's value and the
-    expected one are shown; otherwise (hidden cases) only where and how much: its index,
-    how many elements, and the error's order of magnitude, never a value of the case."""
-    if np.isnan(got).any() and not np.isnan(want).any():
-        return f"values wrong: the result has {int(np.isnan(got).sum())} NaN element(s)"
+    """What is wrong with `got` against the reference `want`, or None.
+
+    With `show_values` (the visible check: the student knows its inputs) the message counts the
+    wrong elements and shows the worst one's index, value and expected value. On hidden cases
+    a submission's program chooses which elements to get wrong, so anything exact about them
+    (how many, where, by how much) could carry a hidden value out, a few digits per grading:
+    there the message says only how much of the result is off (some, most, all) and whether
+    by a little or a lot."""
     want = np.asarray(want, dtype=np.float64)
+    if np.isnan(got).any() and not np.isnan(want).any():
+        if not show_values:
+            return "values wrong: the result has NaN elements"
+        return f"values wrong: the result has {int(np.isnan(got).sum())} NaN element(s)"
     rms = float(np.sqrt(np.mean(want ** 2))) if want.size else 0.0
     allowed = RTOL * np.abs(want) + ATOL * max(1.0, rms)
     err = np.abs(got.astype(np.float64) - want)
@@ -71,13 +77,17 @@ def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True)
         return None
     worst = np.unravel_index(int(np.nanargmax(np.where(bad, err / allowed, 0))), err.shape) if err.ndim else ()
     i = tuple(map(int, worst))
-    counted = f"values wrong: {int(bad.sum())} of {err.size} elements differ from the reference"
     if show_values:
-        return (f"{counted} (worst at index {i}: got {float(got[i]):.7g}, expected {float(want[i]):.7g}, "
+        return (f"values wrong: {int(bad.sum())} of {err.size} elements differ from the reference "
+                f"(worst at index {i}: got {float(got[i]):.7g}, expected {float(want[i]):.7g}, "
                 f"allowed error {float(allowed[i]):.2g})")
+    share = ("every element of the result differs" if bad.all() else "most elements of the result differ"
+             if bad.mean() > 0.5 else "some elements of the result differ")
     relative = float(err[i] / max(np.abs(want[i]), ATOL * max(1.0, rms)))
-    order = "infinite" if not np.isfinite(relative) else f"of order 1e{int(np.floor(np.log10(max(relative, 1e-300)))):+03d}"
-    return f"{counted} (worst at index {i}: relative error {order}; allowed about {RTOL:.0e})"
+    size = ("by a little (more than float32 rounding allows: a bfloat16 step, or a slightly different "
+            "formula?)" if relative < 1e-2 else "by a lot")
+    return (f"values wrong: {share} from the reference, {size}; the visible check shows the worst "
+            f"element on inputs you know")
 
 
 def _matches(got, want) -> bool:

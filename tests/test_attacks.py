@@ -444,7 +444,7 @@ def test_no_hidden_value_reaches_any_output_over_regradings(sandbox):
     texts = [json.dumps(grade_submission(os.path.join(ATTACKS, "leak_values.py"), "problem1",
                                          limits=FAST, only=only).to_gradescope()) for _ in range(2)]
     assert texts[0] == texts[1]
-    assert "values wrong" in texts[0] and "relative error of order" in texts[0]
+    assert "values wrong" in texts[0]
     import re
 
     assert not re.search(r"(got|expected) -?\d", texts[0]), "a value is quoted"
@@ -459,6 +459,20 @@ def test_no_hidden_value_reaches_any_output_over_regradings(sandbox):
     secret = {round(v, 3) for v in secret_values if abs(v) > 0.01}
     quoted = [x for x in _numbers(texts[0]) if round(x, 3) in secret]
     assert quoted == [], f"hidden values in the output: {quoted[:5]}"
+
+
+def test_no_message_counts_what_a_program_chose_to_get_wrong(sandbox):
+    """A program that gets wrong as many elements as a digit of a hidden value: does any
+    hidden-case message carry a number a program chose (a count, an index, an error's size)?"""
+    import re
+
+    result = grade_submission(os.path.join(ATTACKS, "leak_by_count.py"), "problem1", limits=FAST,
+                              only=["shard_average_jit"])
+    part = result.part("shard_average_jit")
+    messages = [p for c in part.cases for p in c.problems if p.startswith("values wrong")]
+    assert len(messages) == len(part.cases), part.output
+    assert all(not re.search(r"\d", m) for m in messages), messages
+    assert len(set(messages)) <= 2, set(messages)
 
 
 # --- the verdict cache ----------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def test_replicated_output_is_wrong_sharding(grade):
 def test_slicing_roll_fails_on_large_shifts(grade):
     """Does a roll by slicing, right only while |shift| < rows per shard, lose exactly those cases?"""
     result = grade("slice_roll")
-    assert_only_broken(result, "roll_diff", 0.7, r"values wrong: \d+ of \d+ elements differ")
+    assert_only_broken(result, "roll_diff", 0.7, r"values wrong: (some|most) elements of the result differ")
     for c in result.part("roll_diff").cases:
         rows = c.case.sizes["S"] // c.case.mesh[0]
         shift = c.case.statics["shift"]
@@ -167,7 +167,7 @@ def test_nan_output(grade):
     """Are NaNs in a result reported as NaNs, not as a vague value mismatch?"""
     result = grade("nan_output")
     assert_only_broken(result, "block_average_shard_map", 0,
-                       r"values wrong: the result has \d+ NaN element\(s\)")
+                       r"values wrong: the result has NaN elements")
 
 
 def test_jit_only_part_written_with_shard_map(grade):

@@ -211,7 +211,7 @@ def test_fixed_capacity_drops_tokens_when_an_expert_is_overloaded(grade):
         if c.case.sizes["experts_used"] == 1 and c.case.mesh[0] > 1:
             assert _overflows(c.case, case_seed(ASSIGNMENT.name, "moe_all_to_all", index))
     failing = [c for c in part.cases if not c.values_ok]
-    assert failing and re.search(r"values wrong: \d+ of \d+ elements differ", part.output)
+    assert failing and re.search(r"values wrong: (some|most|every) elements? of the result differ", part.output)
     assert part.score < part.max_score
 
 
