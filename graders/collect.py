@@ -12,11 +12,12 @@ Everything left out is logged as a warning, naming the student's file.
 from __future__ import annotations
 
 import os
-import shutil
 
 from nbgrader.exchange.default import ExchangeCollect
 from nbgrader.plugins import ExtractorPlugin
 from nbgrader.utils import ignore_patterns, unzip
+
+from .files import NotASubmission, copy_regular_tree, read_submission
 
 
 def _not_regular(folder: str, names: list[str]) -> set[str]:
@@ -25,24 +26,22 @@ def _not_regular(folder: str, names: list[str]) -> set[str]:
 
 
 class CollectRegularFiles(ExchangeCollect):
-    """nbgrader's collect, copying regular files and folders only (links left out)."""
+    """nbgrader's collect, copying regular files and folders only: every file is opened without
+    following a link and checked before it is read (`graders.files.copy_regular_tree`), so a
+    link swapped in while collect runs is left out too."""
 
     def do_copy(self, src, dest, log=None):
-        nbgrader_ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                          max_file_size=self.coursedir.max_file_size, log=self.log)
-
-        def ignore(folder, names):
-            refused = _not_regular(folder, names)
-            for name in sorted(refused):
-                self.log.warning("Not collected: %s is a link or special file (only regular files are graded)",
-                                 os.path.join(folder, name))
-            return refused | set(nbgrader_ignore(folder, names))
-
         dir_size = self.get_size(src)
         if dir_size > 1000 * self.coursedir.max_dir_size:
             raise RuntimeError(f"Directory size is too big. Size is {dir_size}, maximum size is "
                                f"{1000 * self.coursedir.max_dir_size}")
-        shutil.copytree(src, dest, symlinks=True, ignore=ignore)
+        ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                 max_file_size=self.coursedir.max_file_size, log=self.log)
+        copy_regular_tree(src, dest, ignore, on_refused=lambda path: self.log.warning(
+            "Not collected: %s is a link or special file (only regular files are graded)", path))
+        if self.coursedir.groupshared:  # as nbgrader's own collect: group members may grade too
+            for folder, _, _ in os.walk(dest):
+                os.chmod(folder, (os.stat(folder).st_mode | 0o2770) & 0o2777)
 
 
 class ExtractRegularFiles(ExtractorPlugin):
@@ -61,7 +60,13 @@ class ExtractRegularFiles(ExtractorPlugin):
                 elif os.path.splitext(name)[1] in self.zip_ext:
                     unzip(path, extract_to, zip_ext=self.zip_ext, create_own_folder=True, tree=True)
                 else:
-                    shutil.copy(path, os.path.join(extract_to, name))
+                    try:
+                        data = read_submission(path, trusted=root, limit=2**40)
+                    except NotASubmission as e:
+                        self.log.warning("Not collected: %s", e)
+                        continue
+                    with open(os.path.join(extract_to, name), "wb") as out:
+                        out.write(data)
         for root, dirs, files in os.walk(extracted_path):
             for name in sorted(_not_regular(root, dirs + files)):
                 self.log.warning("Removed %s: an archive held a link or special file", os.path.join(root, name))

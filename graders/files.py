@@ -99,6 +99,35 @@ def read_submission(path: str, trusted: str | None = None, limit: int = MAX_SUBM
         os.close(fd)
 
 
+def copy_regular_tree(source: str, dest: str, ignore=lambda folder, names: set(), on_refused=print) -> None:
+    """Copy the regular files and folders under `source` to `dest` without following any link,
+    even one swapped in while it copies: every folder and file is opened with O_NOFOLLOW from
+    its parent's descriptor and checked on that descriptor before anything is read.
+    `ignore(folder, names)` is `shutil.copytree`'s; `on_refused(path)` hears of each link or
+    special file left out."""
+    os.makedirs(dest, exist_ok=True)
+    for folder, dirs, files, dir_fd in os.fwalk(source, follow_symlinks=False):
+        skipped = set(ignore(folder, dirs + files))
+        dirs[:] = [d for d in dirs if d not in skipped]
+        target = os.path.join(dest, os.path.relpath(folder, source))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            if name in skipped:
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError:
+                on_refused(os.path.join(folder, name))
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    on_refused(os.path.join(folder, name))
+                    continue
+                with open(os.path.join(target, name), "wb") as out:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        out.write(block)
+
+
 def is_regular_file(path: str) -> bool:
     """Whether `path` itself is a regular file (not a link to one)."""
     try:

@@ -178,3 +178,45 @@ def test_nbgrader_collect_and_zip_collect_leave_links_out(tmp_path, secret_file)
             assert not os.path.islink(os.path.join(root, name))
             with open(os.path.join(root, name), "rb") as f:
                 assert b"SECRET-5b1e" not in f.read()
+
+
+def test_collect_is_not_raced_into_copying_what_a_link_names(tmp_path):
+    """While collect runs, a student swaps their notebook with a link to the instructor's file
+    again and again (renameat2's exchange): does any collected copy ever hold the linked file's
+    text, or a link? (A check-then-copy loses this race a few times in a few hundred.)"""
+    import ctypes
+    import logging
+    import multiprocessing
+
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+
+    from graders.collect import CollectRegularFiles
+
+    secret = tmp_path / "instructor-source.ipynb"
+    secret.write_text('{"SECRET": 1}')
+    inbound = tmp_path / "inbound" / "mallory+problem1"
+    inbound.mkdir(parents=True)
+    (inbound / "problem1.ipynb").write_text('{"student work": 1}')
+    os.symlink(secret, inbound / ".link")
+
+    def swap_forever(a: bytes, b: bytes):
+        libc = ctypes.CDLL(None, use_errno=True)
+        while True:
+            libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
+
+    swapper = multiprocessing.Process(target=swap_forever, daemon=True,
+                                      args=(str(inbound / "problem1.ipynb").encode(), str(inbound / ".link").encode()))
+    collect = CollectRegularFiles(coursedir=CourseDirectory(), authenticator=Authenticator())
+    collect.log.setLevel(logging.ERROR)
+    swapper.start()
+    try:
+        for i in range(300):
+            dest = tmp_path / f"submitted-{i}"
+            collect.do_copy(str(inbound), str(dest))
+            for name in os.listdir(dest):
+                assert not os.path.islink(dest / name)
+                assert "SECRET" not in (dest / name).read_text(), "collect copied what a link names"
+    finally:
+        swapper.terminate()
+        swapper.join()
