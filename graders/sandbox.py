@@ -243,12 +243,6 @@ class Isolation:
         return self.level == "bubblewrap"
 
 
-HIDDEN = ("solutions", "source", "tests", ".git", "submitted", "autograded", "feedback",
-          "release", ".grading-secret", ".verdict-cache")
-"""The kit's material a sandboxed uid must not read (the fallback makes it private); and all
-of `graders/` but `graders/sandboxed`, which the workers run."""
-
-
 def _readable_by_others(path: str) -> bool:
     """Can a uid that is not the owner (nor in the group) read `path` and reach it?"""
     path = os.path.realpath(path)
@@ -273,19 +267,29 @@ def uid_fallback_problem() -> str | None:
     return None
 
 
-def protect_hidden() -> None:
-    """Make the kit's hidden material readable by its owner only (the fallback's wall);
-    `graders/` stays open, so that its `sandboxed` package (and nothing else of it: the other
-    files' names show, their contents do not) can be run by the workers."""
+def protect_hidden() -> list[str]:
+    """Make everything in the kit's folder readable by its owner only (the fallback's wall),
+    except what the workers run or read: the `assignments` runtime, `graders/__init__.py` and
+    `graders/sandboxed` (`graders/` stays listable: Python's import reads the listing), and
+    any folder holding the interpreter or its packages (a `.venv` inside the kit). So the
+    solutions, the sources, the secret, the graded results, nbgrader's database (which keeps
+    the hidden tests) and a built Gradescope bundle are all out of reach. Returns what it
+    made private."""
+    roots = readable_roots()
+
+    def holds_a_root(path: str) -> bool:
+        return any(r == path or r.startswith(path + "/") or path.startswith(r + "/") for r in roots)
+
     graders = os.path.join(KIT_ROOT, "graders")
-    private = [os.path.join(KIT_ROOT, name) for name in HIDDEN]
-    if os.path.isdir(graders):  # listable (Python's import reads the listing), files private
+    private = [os.path.join(KIT_ROOT, n) for n in os.listdir(KIT_ROOT)
+               if n != "graders" and not holds_a_root(os.path.join(KIT_ROOT, n))]
+    if os.path.isdir(graders):
         os.chmod(graders, 0o755)
-        private += [os.path.join(graders, n) for n in os.listdir(graders)
-                    if n not in ("sandboxed", "__init__.py")]
+        private += [os.path.join(graders, n) for n in os.listdir(graders) if n not in ("sandboxed", "__init__.py")]
+    private = [p for p in private if not os.path.islink(p)]
     for path in private:
-        if os.path.lexists(path) and not os.path.islink(path):
-            os.chmod(path, os.stat(path).st_mode & 0o700)
+        os.chmod(path, os.stat(path).st_mode & 0o700)
+    return private
 
 
 def memory_bound(level: str) -> str:
