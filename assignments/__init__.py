@@ -20,9 +20,8 @@ Public API:
 The names load on first use, so that importing the package (as the graders' parent process
 does, for the contracts) does not load JAX.
 """
-import importlib
-
 from .devices import TooLateError, hint_name_errors, setup_devices
+from .lazy import lazy_names
 
 _WHERE = {
     "CheckFailed": "checks", "CheckResult": "checks", "check": "checks", "compare": "checks",
@@ -36,16 +35,6 @@ _WHERE = {
 __all__ = sorted([*_WHERE, "TooLateError", "setup_devices"])
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module 'assignments' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_WHERE))
-
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
 
 hint_name_errors()  # in a notebook: a NameError also says "run the cells above, set-up first"

@@ -279,8 +279,9 @@ class CaseResult:
     """The compiled program's communication, when it compiled."""
     ran: bool = True
     """The program compiled and ran to the end, so the verdict depends on nothing but the
-    program, the case and its inputs (False: it failed to compile or raised when run, which
-    can depend on the process it ran in)."""
+    program, the case and its inputs (False: it failed to compile or raised when run, or the
+    profiler could not count how often its collectives ran, all of which can depend on the
+    process it ran in; such a verdict is never cached)."""
 
     @property
     def passed(self) -> bool:

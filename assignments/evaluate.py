@@ -164,7 +164,10 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
     if any("values wrong" in p for p in problems) and _far_off(out, reference):
         # Which way the data went: a ring walking the other way than its schedule shows.
         problems += [note for note in [ring_directions_note(analysis)] if note]
-    return CaseResult(case, not problems, not rule_problems, problems + rule_problems, analysis)
+    # Run counts the profiler could not read leave the verdict depending on this process: not
+    # `ran`, so that no cache keeps it.
+    settled = all(c.count is not None for c in analysis.collectives)
+    return CaseResult(case, not problems, not rule_problems, problems + rule_problems, analysis, ran=settled)
 
 
 def _far_off(out, reference) -> bool:

@@ -13,7 +13,9 @@ from typing import Callable, ClassVar, Union
 
 import numpy as np
 
+from .contract import MESH_AXES
 from .hlo import Collective, ProgramAnalysis
+from .steps import MAX_EVENTS
 
 Size = Union[int, Callable[[dict], int]]
 
@@ -337,14 +339,10 @@ def ring_steps(analysis: ProgramAnalysis, axis: str) -> list[tuple[str, list[lis
     a permute's step is its place on the longest chain of permutes over `axis` it depends on
     within the phase, so the two halves that travel opposite ways in one step of a
     bidirectional ring share a step however the compiler ordered them, and two phases run
-    one after the other stay apart. Without stages, the whole program is one step, each
-    permute counted as often as it runs."""
+    one after the other stay apart. (An analysis without stages has no phases.)"""
     def ours(c):
         return c.kind == "collective-permute" and c.axes == (axis,)
 
-    if not analysis.stages:
-        permutes = [(c, c.count or 1) for c in analysis.collectives if ours(c)]
-        return [("the whole program", [permutes])] if permutes else []
     phases = []
     for stage in analysis.stages:
         depth: list[int] = []
@@ -381,6 +379,10 @@ class BalancedDirections:
         permutes = [c for c in analysis.of_kind("collective-permute") if c.axes == (self.axis,)]
         if case.all_sizes[f"n{self.axis}"] < 3 or {d > 0 for c in permutes for d in c.directions} != {True, False}:
             return []
+        if not analysis.stages:  # too many events to keep (steps.MAX_EVENTS): fail closed, never on totals
+            return [f"the compiled program has too many collectives and matmuls (over {MAX_EVENTS:,}) for its "
+                    f"ring steps to be checked one by one, so their balance cannot be shown: write the ring as a "
+                    f"loop (`jax.lax.fori_loop`) rather than unrolling it, and drop work the result does not need"]
         r, c = _size(self.rows, case), _size(self.cols, case)
         slack = max(r if c % 2 else 0, c if r % 2 else 0)   # elements: one column or row of an odd block
         phases = ring_steps(analysis, self.axis)
@@ -440,7 +442,7 @@ class ReducesOverAll:
         return f"the {self.kind} over every mesh axis of more than one device"
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
-        sizes = dict(zip(("X", "Y"), case.mesh))
+        sizes = dict(zip(MESH_AXES, case.mesh))
         need = {a for a, n in sizes.items() if n > 1}
         found = analysis.of_kind(self.kind)
         covered = {a for c in found for a in c.axes}

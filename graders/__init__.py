@@ -13,7 +13,7 @@ Who runs what (see the README's "Layout"):
 The names below load on first use, so that a sandboxed worker importing
 `graders.sandboxed` loads nothing else of the graders.
 """
-import importlib
+from assignments.lazy import lazy_names
 
 _WHERE = {
     "Limits": "settings", "grade_submission": "harness", "grade": "run",
@@ -24,9 +24,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module 'graders' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from .files import NotASubmission, check_submission, is_regular_file, read_submission, sha256
+from .files import NotASubmission, check_submission, read_submission, sha256
 from .gradebooks import GradebookMissing, NbgraderGradebook, summary_tables, write_gradebook_csv
 from .results import Provenance, ResultsUnreadable, SubmissionResult, read_results, write_results
 from .settings import KIT_ROOT, Limits
@@ -238,8 +238,9 @@ class _Recorder:
     def _report(self, outcome: Outcome) -> None:
         if self.gradebook is not None and outcome.status != "failed":  # a grader failure is no grade
             s = outcome.submission
-            self.gradebook.record(s.student, outcome.result, nbgrader_timestamp(s))
-            self.gradebook.write_feedback_notebook(s.student, None if s.refusal else s.path, outcome.result)
+            timestamp = nbgrader_timestamp(s)
+            self.gradebook.record(s.student, outcome.result, timestamp)
+            self.gradebook.write_feedback_notebook(s.student, s.path, s.data(), outcome.result, timestamp)
         if self.on_done:
             self.on_done(outcome)
 
@@ -248,10 +249,10 @@ def nbgrader_timestamp(submission: Submission) -> str | None:
     if submission.path is None:
         return None
     stamp = os.path.join(os.path.dirname(submission.path), "timestamp.txt")
-    if not is_regular_file(stamp):
+    try:
+        return read_submission(stamp, submission.trusted, limit=4096).decode("utf-8", "replace").strip()[:40] or None
+    except (NotASubmission, OSError):
         return None
-    with open(stamp) as f:
-        return f.read().strip()[:40] or None
 
 
 def run_batch(submissions: list[Submission], assignment: str, out: str, *, workers: int = 2,
@@ -363,10 +364,13 @@ def _isolation_ok(args, limits: Limits, console) -> bool:
         return True
     try:
         console.print(f"isolation: {choose_isolation(limits.sandbox).note}")
-        return True
     except SandboxUnavailable as e:
         console.print(f"[red]error[/red]: {e}")
         return False
+    warning = limits.memory_warning(args.workers)
+    if warning:
+        console.print(f"[yellow]warning[/yellow]: {warning}")
+    return True
 
 
 def _open_gradebook(args) -> NbgraderGradebook | None:

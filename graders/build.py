@@ -1,7 +1,8 @@
-"""Build what is generated from source/: release/ (nbgrader), solutions/, the solutions branch.
+"""Build what is generated from source/: release/ (nbgrader), solutions/, graders/setup_cells.py,
+the solutions branch.
 
     python -m graders.build all [-a NAME]    # regenerate release/ and solutions/
-    python -m graders.build check            # exit 1 if release/ or solutions/ is stale
+    python -m graders.build check            # exit 1 if anything generated is stale
     python -m graders.build solutions-branch # git branch 'solutions': release/ holds solved notebooks
     python -m graders.build handout -a NAME  # dist/handout-NAME.zip: what students receive (graders/handout.py)
 """
@@ -16,18 +17,19 @@ import tempfile
 
 import nbformat
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .settings import KIT_ROOT
+
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
 
-def assignment_names(root: str = REPO_ROOT) -> list[str]:
+def assignment_names(root: str = KIT_ROOT) -> list[str]:
     source = os.path.join(root, "source")
     return sorted(d for d in os.listdir(source)
                   if os.path.exists(os.path.join(source, d, f"{d}.ipynb")))
 
 
-def nbgrader(args: list[str], cwd: str = REPO_ROOT, check: bool = True) -> subprocess.CompletedProcess:
+def nbgrader(args: list[str], cwd: str = KIT_ROOT, check: bool = True) -> subprocess.CompletedProcess:
     """Run an nbgrader command with this Python; raise with its log on failure."""
     # nbgrader runs helper commands (alembic) from PATH: use this environment's.
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
@@ -79,13 +81,13 @@ def solution_module(nb, name: str) -> str:
               f'by `python -m graders.build`. Do not edit."""']
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or str(meta.get("grade_id", "")).startswith("setup")):
+        if cell.cell_type == "code" and (meta.get("solution") or is_setup_cell(cell)):
             chunks.append(cell.source)
     return "\n\n\n".join(chunks) + "\n"
 
 
 def build_solutions(name: str, out_dir: str) -> list[str]:
-    nb = solved_notebook(os.path.join(REPO_ROOT, "source", name, f"{name}.ipynb"))
+    nb = solved_notebook(os.path.join(KIT_ROOT, "source", name, f"{name}.ipynb"))
     os.makedirs(os.path.join(out_dir, name), exist_ok=True)
     nb_path = os.path.join(out_dir, name, f"{name}.ipynb")
     nbformat.write(nb, nb_path)
@@ -95,10 +97,38 @@ def build_solutions(name: str, out_dir: str) -> list[str]:
     return [nb_path, py_path]
 
 
-def build_all(root: str = REPO_ROOT, only: list[str] | None = None) -> None:
+SETUP_CELLS = os.path.join("graders", "setup_cells.py")
+
+
+def is_setup_cell(cell) -> bool:
+    """A locked set-up cell (grade_id 'setup' or 'setup_...'): the graders run the course's own copy."""
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and meta.get("locked") and str(meta.get("grade_id", "")).startswith("setup")
+
+
+def setup_cells_module() -> str:
+    """`graders/setup_cells.py`: every assignment's locked set-up cells, as released."""
+    cells = {}
+    for name in assignment_names():
+        nb = nbformat.read(os.path.join(KIT_ROOT, "source", name, f"{name}.ipynb"), as_version=4)
+        cells[name] = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells if is_setup_cell(c)}
+    lines = ['"""The locked set-up cells of each assignment\'s notebook, as released (generated from source/',
+             'by `python -m graders.build`; do not edit). Every route grades a notebook with these in place',
+             'of the student\'s copies, as nbgrader\'s autograde restores locked cells: a set-up cell the',
+             'student changed never changes the grade."""', "", "SETUP_CELLS: dict[str, dict[str, str]] = {"]
+    for name, by_id in cells.items():
+        lines.append(f"    {name!r}: {{")
+        lines += [f"        {grade_id!r}: {source!r}," for grade_id, source in by_id.items()]
+        lines.append("    },")
+    return "\n".join(lines + ["}", ""])
+
+
+def build_all(root: str = KIT_ROOT, only: list[str] | None = None) -> None:
     for name in only or assignment_names():
         build_release(name, os.path.join(root, "release"))
         build_solutions(name, os.path.join(root, "solutions"))
+    with open(os.path.join(root, SETUP_CELLS), "w") as f:
+        f.write(setup_cells_module())
 
 
 def stale_files() -> list[str]:
@@ -108,15 +138,20 @@ def stale_files() -> list[str]:
         for name in assignment_names():
             fresh_release = build_release(name, os.path.join(tmp, "release"))
             for fn in os.listdir(fresh_release):
-                committed = os.path.join(REPO_ROOT, "release", name, fn)
+                committed = os.path.join(KIT_ROOT, "release", name, fn)
                 if not os.path.exists(committed) or not filecmp.cmp(
                         committed, os.path.join(fresh_release, fn), shallow=False):
-                    stale.append(os.path.relpath(committed, REPO_ROOT))
+                    stale.append(os.path.relpath(committed, KIT_ROOT))
             for fresh in build_solutions(name, os.path.join(tmp, "solutions")):
-                committed = os.path.join(REPO_ROOT, os.path.relpath(fresh, tmp))
+                committed = os.path.join(KIT_ROOT, os.path.relpath(fresh, tmp))
                 if not os.path.exists(committed) or not filecmp.cmp(committed, fresh, shallow=False):
-                    stale.append(os.path.relpath(committed, REPO_ROOT))
-    return stale
+                    stale.append(os.path.relpath(committed, KIT_ROOT))
+    try:
+        with open(os.path.join(KIT_ROOT, SETUP_CELLS)) as f:
+            current = f.read() == setup_cells_module()
+    except OSError:
+        current = False
+    return stale + ([] if current else [SETUP_CELLS])
 
 
 def solutions_branch(branch: str = "solutions") -> str:
@@ -125,14 +160,14 @@ def solutions_branch(branch: str = "solutions") -> str:
     Built with git plumbing in a private index, so the working tree is not touched.
     """
     def git(*args, env=None, input=None):
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, check=True, capture_output=True,
+        return subprocess.run(["git", *args], cwd=KIT_ROOT, check=True, capture_output=True,
                               text=True, env=env, input=input).stdout.strip()
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
         git("read-tree", "HEAD", env=env)
         for name in assignment_names():
-            solved = os.path.join(REPO_ROOT, "solutions", name, f"{name}.ipynb")
+            solved = os.path.join(KIT_ROOT, "solutions", name, f"{name}.ipynb")
             blob = git("hash-object", "-w", solved)
             git("update-index", "--add", "--cacheinfo", f"100644,{blob},release/{name}/{name}.ipynb", env=env)
         tree = git("write-tree", env=env)
@@ -153,14 +188,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.what == "all":
         build_all(only=args.assignment)
-        print("release/ and solutions/ regenerated from source/")
+        print(f"release/, solutions/ and {SETUP_CELLS} regenerated from source/")
     elif args.what == "check":
         stale = stale_files()
         if stale:
             print("stale generated files (run `python -m graders.build all` and commit):")
             print("\n".join(f"  {s}" for s in stale))
             return 1
-        print("release/ and solutions/ are current")
+        print(f"release/, solutions/ and {SETUP_CELLS} are current")
     elif args.what == "handout":
         from graders.handout import build_handout
 

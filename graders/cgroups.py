@@ -5,7 +5,8 @@ An rlimit bounds one process's address space, but memory a sandbox holds in a tm
 kernel's memory controller charges those pages to the group of processes that made them. So
 each worker starts inside a cgroup of its own, made beneath the grader's own cgroup (never
 elsewhere in the hierarchy), with
-- cgroup v2: `memory.max`, `memory.swap.max` = 0 and `pids.max`;
+- cgroup v2: `memory.max`, `memory.swap.max` = 0 and `pids.max` (the grader's own group
+  first hands those controllers down, its processes moving into a leaf: `_v2_delegate`);
 - cgroup v1: `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, when swap is
   accounted) in the `memory` hierarchy and `pids.max` in the `pids` one.
 The worker joins it before it runs anything (a shell prefix writes its own pid into the
@@ -49,14 +50,46 @@ def _v1_folder(controller: str, own: dict[str, str]) -> str | None:
     return None
 
 
+LEAF = "scaling-jax-kit-grader"
+"""cgroup v2: the leaf the grader's own group's processes move into (see `_v2_delegate`)."""
+
+
 def _v2_folder(own: dict[str, str]) -> str | None:
+    """The grader's own v2 group, where worker groups are made (its parent, once the grader
+    moved into `LEAF`)."""
     for mount in (ROOT, os.path.join(ROOT, "unified")):
         controllers = os.path.join(mount, "cgroup.controllers")
         if "" in own and os.path.isfile(controllers):
             with open(controllers) as f:
                 if "memory" in f.read().split():
-                    return os.path.join(mount, own[""].lstrip("/"))
+                    path = own[""].rstrip("/")
+                    path = os.path.dirname(path) if os.path.basename(path) == LEAF else path
+                    return os.path.join(mount, path.lstrip("/"))
     return None
+
+
+def _v2_delegate(folder: str) -> None:
+    """Let the groups made beneath `folder` use the memory and pids controllers. cgroup v2
+    hands controllers to a group's children only while the group itself holds no process,
+    so when they are not handed down yet, every process of `folder` (the grader, and whatever
+    shares its group) first moves into a leaf child, `LEAF`: what systemd does for a
+    delegated subtree. An OSError means it cannot be done here (`problem()` says so)."""
+    with open(os.path.join(folder, "cgroup.subtree_control")) as f:
+        if "memory" in f.read().split():
+            return
+    with open(os.path.join(folder, "cgroup.controllers")) as f:
+        available = f.read().split()
+    wanted = [c for c in ("memory", "pids") if c in available]
+    leaf = os.path.join(folder, LEAF)
+    os.makedirs(leaf, exist_ok=True)
+    with open(os.path.join(folder, "cgroup.procs")) as f:
+        pids = f.read().split()
+    for pid in pids:
+        try:
+            _write(os.path.join(leaf, "cgroup.procs"), pid)
+        except ProcessLookupError:  # it exited meanwhile
+            pass
+    _write(os.path.join(folder, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted))
 
 
 def _write(path: str, value) -> None:
@@ -144,6 +177,7 @@ def _make(name: str, memory_bytes: int, processes: int) -> WorkerCgroup:
     own = _own_cgroups()
     v2 = _v2_folder(own)
     if v2 is not None:
+        _v2_delegate(v2)
         folder = os.path.join(v2, name)
         os.mkdir(folder)
         cgroup = WorkerCgroup(2, {"memory": folder, "pids": folder}, memory_bytes)

@@ -22,8 +22,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .build import REPO_ROOT, nbgrader, solved_notebook
+from .build import nbgrader, solved_notebook
 from .samples import notebook_from, sample_path
+from .settings import KIT_ROOT
 
 console = Console(width=max(120, Console().width))
 
@@ -36,7 +37,7 @@ SAMPLES = {  # student id -> where the submission comes from
 
 def course_config(course: str) -> str:
     """A course folder's nbgrader_config.py: the kit's settings with this folder as root."""
-    kit_config = os.path.join(REPO_ROOT, "nbgrader_config.py")
+    kit_config = os.path.join(KIT_ROOT, "nbgrader_config.py")
     return (f"c = get_config()  # noqa: F821\n"
             f"load_subconfig({kit_config!r})  # noqa: F821\n"
             f"c.CourseDirectory.root = {course!r}\n"
@@ -115,7 +116,7 @@ def print_feedback(course: str, assignment: str, student: str, kept: bool) -> No
 
 def prepare_course(assignment: str, course: str) -> None:
     """A scratch course folder: the assignment's source, a config, the release."""
-    shutil.copytree(os.path.join(REPO_ROOT, "source", assignment),
+    shutil.copytree(os.path.join(KIT_ROOT, "source", assignment),
                     os.path.join(course, "source", assignment))
     with open(os.path.join(course, "nbgrader_config.py"), "w") as f:
         f.write(course_config(course))

@@ -128,14 +128,6 @@ def copy_regular_tree(source: str, dest: str, ignore=lambda folder, names: set()
                         out.write(block)
 
 
-def is_regular_file(path: str) -> bool:
-    """Whether `path` itself is a regular file (not a link to one)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

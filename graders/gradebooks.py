@@ -51,12 +51,14 @@ class NbgraderGradebook:
                 grade.needs_manual_grade = grade.manual_score is not None
         gb.db.commit()
 
-    def write_feedback_notebook(self, student: str, path: str | None, result: SubmissionResult) -> None:
+    def write_feedback_notebook(self, student: str, path: str | None, data: bytes | None,
+                                result: SubmissionResult, timestamp: str | None) -> None:
         """autograded/<student>/<assignment>/<notebook>.ipynb, so `nbgrader generate_feedback`
-        has a notebook to render: the submission with each grade cell showing the graders'
-        message and score. A notebook written by `nbgrader autograde` is left alone; a
-        submission that was not graded (not a regular file, say) gets no notebook."""
-        if self.course is None or path is None or not path.endswith(".ipynb") or result.failure:
+        has a notebook to render: the submission (`data`, its bytes as the batch read them,
+        never the file at `path` again) with each grade cell showing the graders' message and
+        score. A notebook written by `nbgrader autograde` is left alone; a submission that was
+        not graded (not a regular file, say) gets no notebook."""
+        if self.course is None or path is None or data is None or not path.endswith(".ipynb") or result.failure:
             return
         import nbformat
 
@@ -66,16 +68,14 @@ class NbgraderGradebook:
             if os.path.exists(target) and not _written_by_batch(target):
                 continue
             try:
-                nb = nbformat.read(path, as_version=4)
+                nb = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
             except Exception:
                 nb = nbformat.v4.new_notebook()
             _fill_grade_cells(nb, notebook, result)
             nb.metadata["graders_batch"] = True
             write_atomic(target, nbformat.writes(nb))
-            stamp = os.path.join(os.path.dirname(path), "timestamp.txt")
-            if os.path.isfile(stamp) and not os.path.islink(stamp):
-                with open(stamp) as f:
-                    write_atomic(os.path.join(os.path.dirname(target), "timestamp.txt"), f.read())
+            if timestamp:
+                write_atomic(os.path.join(os.path.dirname(target), "timestamp.txt"), timestamp)
 
     def close(self) -> None:
         self.gb.close()

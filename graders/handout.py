@@ -30,7 +30,7 @@ import os
 import shutil
 import zipfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .settings import KIT_ROOT
 
 
 def _nbgrader_default_exchange() -> str:
@@ -117,7 +117,7 @@ c.ServerApp.root_dir = os.getcwd()
 """
 
 
-def course_settings(course_root: str = REPO_ROOT) -> tuple[str, str]:
+def course_settings(course_root: str = KIT_ROOT) -> tuple[str, str]:
     """(course id, exchange folder) as nbgrader reads them from the course's nbgrader_config.py,
     nbgrader's defaults where it sets none."""
     from nbgrader.coursedir import CourseDirectory
@@ -129,7 +129,7 @@ def course_settings(course_root: str = REPO_ROOT) -> tuple[str, str]:
 
 
 def _copy_runtime(dest: str) -> None:
-    shutil.copytree(os.path.join(REPO_ROOT, "assignments"), os.path.join(dest, "assignments"),
+    shutil.copytree(os.path.join(KIT_ROOT, "assignments"), os.path.join(dest, "assignments"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jaxexport"))
 
 
@@ -160,15 +160,15 @@ def write_student_config(dest: str, exchange: str | None = None, course: str | N
 
 def build_handout(name: str, out_dir: str | None = None, exchange: str | None = None) -> str:
     """Write `<out_dir>/handout-<name>/` and its zip; returns the zip's path."""
-    release_nb = os.path.join(REPO_ROOT, "release", name, f"{name}.ipynb")
+    release_nb = os.path.join(KIT_ROOT, "release", name, f"{name}.ipynb")
     if not os.path.exists(release_nb):
         raise FileNotFoundError(f"no release notebook {release_nb}: run `python -m graders.build all` first")
     exchange = exchange or course_settings()[1]
-    out_dir = out_dir or os.path.join(REPO_ROOT, "dist")
+    out_dir = out_dir or os.path.join(KIT_ROOT, "dist")
     dest = os.path.join(out_dir, f"handout-{name}")
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
-    shutil.copytree(os.path.join(REPO_ROOT, "release", name), os.path.join(dest, name),
+    shutil.copytree(os.path.join(KIT_ROOT, "release", name), os.path.join(dest, name),
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     _copy_runtime(dest)
     write_student_config(dest, exchange=exchange)

@@ -37,6 +37,7 @@ from .sandbox import Resources, Slot, choose_isolation, python_command
 from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, job_text,
                                  read_event, request_text)
 from .settings import DEVICES, Limits
+from .setup_cells import SETUP_CELLS
 from .supervisor import Deadlines, JobStream, WorkerProcess, WorkerSetup, run_stream, run_worker
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ def _export_request(jobs: list[_Job], assignment: Assignment, name: str, text: s
 
     def request_for(skip):
         return request_text("export", submission_name=name, submission_text=text, devices=DEVICES,
+                            setup_cells=SETUP_CELLS.get(assignment.name, {}),
                             cell_timeout=limits.cell_timeout, case_timeout=limits.case_timeout,
                             max_strikes=limits.max_strikes, parts=parts, skip=skip)
 
@@ -120,6 +122,7 @@ class JudgePool:
         self.threads: list[threading.Thread] = []
         self.load: list[int] = []
         self.affinity: dict[tuple, int] = {}
+        self.failures: list[BaseException] = []
         self.lock = threading.Lock()
 
     def submit(self, job: _Job, export: dict) -> None:
@@ -153,20 +156,31 @@ class JudgePool:
         log.debug("started %d judge(s)", self.count)
 
     def _judge(self, header: str, stream: JobStream, setup: WorkerSetup, started: WorkerProcess) -> None:
-        run = run_stream(JUDGE_COMMAND, header, stream, kind="judge", deadlines=self.deadlines,
-                         setup=setup, started=started)
+        try:
+            run = run_stream(JUDGE_COMMAND, header, stream, kind="judge", deadlines=self.deadlines,
+                             setup=setup, started=started)
+        except BaseException as e:  # the graders' own failure: `finish` raises it in the grading's thread
+            with self.lock:
+                self.failures.append(e)
+            stream.close()
+            return
         with self.lock:
             self.results.update(run.results)
             self.events += run.events
         for case, event in run.results.items():
-            if case in self.keys and "values_ok" in event:
+            if case in self.keys and event.get("status") != "error":  # a verdict, not the supervisor's error
                 verdicts.store(self.keys[case], _stored(event))
 
     def finish(self) -> None:
+        """Close the queues, wait for the judges; a judge thread's own exception (a bug of the
+        graders, never the submission's doing) is raised here, so that the grading fails
+        loudly instead of scoring the unjudged cases as the submission's failures."""
         for stream in self.streams:
             stream.close()
         for thread in self.threads:
             thread.join()
+        if self.failures:
+            raise RuntimeError(f"a judge of the graders failed: {self.failures[0]!r}") from self.failures[0]
 
 
 def _stored(event: dict) -> dict:

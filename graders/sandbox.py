@@ -162,11 +162,14 @@ def _environment() -> list[str]:
     return args
 
 
-def _shared_memory_limits(resources: Resources) -> list[str]:
+def _shared_memory_limits(resources: Resources, settable: bool | None = None) -> list[str]:
     """A prefix that bounds System V shared memory in the sandbox's own IPC namespace (at most
     `tmp_bytes` in all), then runs the command. The pages would belong to no process, so no
     rlimit sees them; a memory cgroup charges them too, and this bounds them where there is
-    none."""
+    none. Empty where this kernel keeps those limits read-only in the namespace
+    (`ipc_limits_settable`): the memory cgroup alone bounds them there."""
+    if not (ipc_limits_settable() if settable is None else settable):
+        return []
     pages = max(1, resources.tmp_bytes // 4096)
     limits = (f"echo {resources.tmp_bytes} > /proc/sys/kernel/shmmax && echo {pages} > "
               f"/proc/sys/kernel/shmall && echo 16 > /proc/sys/kernel/shmmni || exit 126")
@@ -174,7 +177,7 @@ def _shared_memory_limits(resources: Resources) -> list[str]:
 
 
 def bwrap_command(command: list[str], uid: int | None, resources: Resources,
-                  shared: tuple[str, str] | None = None) -> list[str]:
+                  shared: tuple[str, str] | None = None, ipc_limits: bool | None = None) -> list[str]:
     """`command` wrapped in bubblewrap. As root (`uid` given), an outer bwrap builds the
     namespaces and the view, drops to `uid` with setpriv, and an inner unprivileged bwrap
     adds the user namespace; otherwise one unprivileged bwrap does it all. `shared` =
@@ -193,7 +196,7 @@ def bwrap_command(command: list[str], uid: int | None, resources: Resources,
     if uid is None:
         return ["bwrap", "--unshare-all", "--hostname", HOSTNAME, *user, *_view(), "--proc", "/proc", *dev,
                 *private, *under_tmp, *outer_share, *_environment(), "--",
-                *_shared_memory_limits(resources), *command]
+                *_shared_memory_limits(resources, ipc_limits), *command]
     outer = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--hostname", HOSTNAME,
              "--unshare-cgroup-try", "--die-with-parent", "--new-session",
              "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP",
@@ -204,10 +207,27 @@ def bwrap_command(command: list[str], uid: int | None, resources: Resources,
     inner = ["bwrap", *user, "--ro-bind", "/", "/", *dev, *private, *under_tmp, *inner_share,
              *_environment(), "--"]
     # As root the IPC namespace belongs to the outer sandbox: its limits are set there.
-    return [*outer, *_shared_memory_limits(resources), *drop, *inner, *command]
+    return [*outer, *_shared_memory_limits(resources, ipc_limits), *drop, *inner, *command]
 
 
 PROBE_RESOURCES = Resources(memory_bytes=2**30, tmp_bytes=2**24, processes=64, cpu_seconds=60)
+PROBE = [sys.executable, "-I", "-c", "import os; print(os.getuid())"]
+PROBE_UID = SLOT_UID_BASE + SLOTS - 1
+
+
+@functools.lru_cache(maxsize=1)
+def ipc_limits_settable() -> bool:
+    """Can the sandbox set System V limits in its own IPC namespace? (Some kernels keep
+    /proc/sys/kernel/shm* read-only there: the prefix then exits 126 before the command.)
+    True when bubblewrap itself fails: `bubblewrap_problem` reports that."""
+    if not shutil.which("bwrap"):
+        return True
+    probe = bwrap_command(PROBE, PROBE_UID if os.geteuid() == 0 else None, PROBE_RESOURCES, ipc_limits=True)
+    try:
+        proc = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return not (proc.returncode == 126 and not proc.stdout.strip())
 
 
 @functools.lru_cache(maxsize=1)
@@ -217,8 +237,7 @@ def bubblewrap_problem() -> str | None:
         return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         return "setpriv (util-linux) is missing"
-    probe = bwrap_command([sys.executable, "-I", "-c", "import os; print(os.getuid())"],
-                          SLOT_UID_BASE + SLOTS - 1 if os.geteuid() == 0 else None, PROBE_RESOURCES)
+    probe = bwrap_command(PROBE, PROBE_UID if os.geteuid() == 0 else None, PROBE_RESOURCES)
     try:
         proc = subprocess.run(probe, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -298,8 +317,10 @@ def memory_bound(level: str) -> str:
     if problem is None:
         return "memory: a cgroup per worker bounds all of it (processes, tmpfs, shared memory)"
     if level == "bubblewrap":
+        system_v = ("System V limits" if ipc_limits_settable() else
+                    "no System V limit (this kernel keeps them read-only in the sandbox's IPC namespace)")
         return (f"memory: no cgroup ({problem}); bounded by sized tmpfs (/tmp, /scratch, /dev/shm), a "
-                f"read-only /dev, System V limits and each process's address space")
+                f"read-only /dev, {system_v} and each process's address space")
     return (f"memory: no cgroup ({problem}); each process's address space only (without bubblewrap "
             f"there is no private tmpfs or IPC namespace: the host's /dev/shm is shared)")
 

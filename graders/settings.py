@@ -73,6 +73,24 @@ class Limits(Configurable):
             return self.judges
         return max(1, min(2, (os.cpu_count() or 1) // max(1, concurrent)))
 
+    def memory_warning(self, concurrent: int) -> str | None:
+        """A warning when `concurrent` gradings, each with its export worker and judges at
+        `memory_gib` apiece, could together ask for more memory than this machine has (the
+        limit is per worker: a grading may hold up to 1 + judges times it), else None."""
+        workers = concurrent * (1 + self.judges_for(concurrent))
+        try:
+            with open("/proc/meminfo") as f:
+                total = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:")) * 1024
+        except (OSError, StopIteration, ValueError):
+            return None
+        if workers * self.memory_bytes <= total:
+            return None
+        return (f"up to {workers} sandboxed workers ({concurrent} grading(s) at once, each an export and "
+                f"{self.judges_for(concurrent)} judge(s)) may each hold {self.memory_gib:g} GiB: "
+                f"{workers * self.memory_gib:g} GiB on a machine with {total / 2**30:.1f} GiB. A submission that "
+                f"uses all of its memory could then push the machine into swapping or its own OOM "
+                f"killer: grade with fewer --workers, or set a smaller c.Limits.memory_gib in grading_config.py")
+
     def values(self) -> dict:
         """{field: value} of every setting."""
         return {name: getattr(self, name) for name in sorted(self.class_traits(config=True))}

@@ -39,6 +39,10 @@ class Stop(enum.Enum):
     VIOLATION = "it broke the grading protocol"
 
 
+NOT_GRADED = f"not graded: {Stop.BUDGET.value}"
+"""The result of a case the budget left no time for."""
+
+
 @dataclass
 class Deadlines:
     """How long a worker may take."""
@@ -254,7 +258,7 @@ def ending(attempt: Attempt, returncode: int, over_memory: bool, resources: Reso
     """Why a worker stopped before finishing. bwrap reports a child killed by signal N as
     exit code 128 + N."""
     if attempt.stop is Stop.BUDGET:
-        return Ending("the submission used up its grading budget")
+        return Ending(Stop.BUDGET.value)
     if attempt.stop is Stop.VIOLATION:
         return Ending(f"the submission wrote to the graders' channel something that is not part of "
                       f"the grading protocol ({attempt.violation})")
@@ -339,7 +343,7 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
     run, strikes = WorkerRun(), Strikes(setup)
     while (pending := [i for i in case_ids if i not in run.results]):
         if time.monotonic() > deadlines.end:
-            run.fail(pending, "not graded: the submission used up its grading budget")
+            run.fail(pending, NOT_GRADED)
             break
         attempt, process = Attempt(), WorkerProcess(command, setup)
         process.write(request_for(sorted(run.results)))
@@ -420,7 +424,7 @@ def run_stream(command: list[str], header: str, stream: JobStream, *, kind: str,
     sent: dict[str, str] = {}  # case id -> job line, for every job written to some process
     closed = False
     while True:
-        unanswered = [i for i in sent if i not in run.results]
+        unanswered = [i for i in sent if i not in run.results]  # no feeder runs here
         if closed and not unanswered:
             return run
         if time.monotonic() > deadlines.end:
@@ -431,10 +435,12 @@ def run_stream(command: list[str], header: str, stream: JobStream, *, kind: str,
         resend = [(i, sent[i]) for i in unanswered] + ([_CLOSED] if closed else [])
         feeder = _Feeder(process, header, resend, stream, run, strikes, sent)
         feeder.start()
-        read_events(process, attempt, run, lambda: sent, kind, deadlines, on_result,
-                    busy=lambda: any(i not in run.results for i in sent))
+        # The feeder adds to `sent` while these read it: each reads a snapshot (`list(sent)`,
+        # one step under the GIL), never the dict while it grows.
+        read_events(process, attempt, run, lambda: list(sent), kind, deadlines, on_result,
+                    busy=lambda: any(i not in run.results for i in list(sent)))
         feeder.halt.set()
-        _finish(process, attempt, run, strikes, [i for i in sent if i not in run.results],
+        _finish(process, attempt, run, strikes, [i for i in list(sent) if i not in run.results],
                 deadlines, setup.resources)
         feeder.join()
         closed = closed or feeder.closed
@@ -442,7 +448,7 @@ def run_stream(command: list[str], header: str, stream: JobStream, *, kind: str,
 
 def _drain(stream: JobStream, run: WorkerRun, closed: bool, unanswered: list[str]) -> None:
     """The budget is gone: every job held or still to come fails with that reason."""
-    message = "not graded: the submission used up its grading budget"
+    message = NOT_GRADED
     run.fail(unanswered, message)
     while not closed:
         item = stream.get(timeout=1.0)

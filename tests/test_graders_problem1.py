@@ -138,7 +138,7 @@ def test_replicated_output_is_wrong_sharding(grade):
 def test_slicing_roll_fails_on_large_shifts(grade):
     """Does a roll by slicing, right only while |shift| < rows per shard, lose exactly those cases?"""
     result = grade("slice_roll")
-    assert_only_broken(result, "roll_diff", 0.7, r"values wrong: (some|most) elements of the result differ")
+    assert_only_broken(result, "roll_diff", 0.7, r"values wrong: (some|most|every) elements? of the result differs?")
     for c in result.part("roll_diff").cases:
         rows = c.case.sizes["S"] // c.case.mesh[0]
         shift = c.case.statics["shift"]

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
-FAULT_STUDENTS = {"deleted": "deleted_cells.ipynb", "duplicated": "duplicated_cells.ipynb"}
+FAULT_STUDENTS = {"deleted": "deleted_cells.ipynb", "duplicated": "duplicated_cells.ipynb",
+                  "edited_setup": "edited_setup_cell.ipynb"}
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +46,10 @@ def courses(tmp_path_factory):
 
 
 def test_nbgrader_autograde_and_the_batch_agree(courses):
-    """For a notebook missing a solution cell and a test cell, and one with a solution and a
-    test cell duplicated, does every grade cell get the same score both ways: zero only for
-    the function that is missing or wrong?"""
+    """For a notebook missing a solution cell and a test cell, one with a solution and a test
+    cell duplicated, and one whose locked set-up cell the student broke (nbgrader restores it;
+    every route runs it as released), does every grade cell get the same score both ways:
+    zero only for the function that is missing or wrong?"""
     autograded, batched = courses
     theirs, ours = read_gradebook(autograded, "problem1"), read_gradebook(batched, "problem1")
     assert set(theirs) == set(ours) == set(FAULT_STUDENTS)
@@ -60,6 +62,7 @@ def test_nbgrader_autograde_and_the_batch_agree(courses):
     assert duplicated["shard_average_jit"][0] == 0  # the later, wrong definition counts
     for book in (deleted, duplicated):
         assert sum(score for name, (score, _, manual) in book.items() if not manual) == 8
+    assert sum(score for name, (score, _, manual) in theirs["edited_setup"].items() if not manual) == 10
 
 
 def test_deleted_test_cell_says_why(courses):

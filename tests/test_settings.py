@@ -43,6 +43,15 @@ def test_the_course_config_sets_them_and_flags_override_it(tmp_path):
     assert limits.case_timeout == 7.0 and limits.tmp_mib == 64 and limits.cell_timeout == Limits().cell_timeout
 
 
+def test_a_batch_that_could_overcommit_memory_is_warned():
+    """Is a batch whose workers could together hold more memory than the machine has (the limit
+    is per worker) warned, with the two fixes named; and one that fits left alone?"""
+    warning = Limits(memory_gib=10_000, judges=2).memory_warning(3)
+    assert warning.startswith("up to 9 sandboxed workers (3 grading(s) at once, each an export and 2 judge(s))")
+    assert "fewer --workers" in warning and "c.Limits.memory_gib" in warning
+    assert Limits(memory_gib=0.01).memory_warning(1) is None
+
+
 @pytest.mark.slow
 def test_every_limit_takes_effect_in_the_worker(tmp_path):
     """Graded by `graders.batch` (each grading a child process, given the limits as flags), does

@@ -12,7 +12,6 @@ holds links is refused: every grade cell says so, with 0, and nothing the links 
 from __future__ import annotations
 
 import os
-import tempfile
 
 import nbformat
 from nbgrader.coursedir import CourseDirectory
@@ -65,19 +64,23 @@ class FillGradeCells(NbGraderPreprocessor):
     """Replace each autograded test cell's outputs with the trusted grader's verdict."""
 
     def preprocess(self, nb, resources):
+        """A submission that cannot be graded (a link, a special file) gets a zero in every
+        grade cell, saying why. Any other exception is the graders' own failure, never the
+        submission's: it propagates, so nbgrader reports it and records no grade for this
+        student (the other students are graded all the same)."""
         info = resources["nbgrader"]
         try:
             refused = self.refusal(info)
             if refused:
                 nb.cells = [nbformat.v4.new_markdown_cell(f"**Not graded:** {refused}")]
                 raise NotASubmission(refused)
-            result = self.grade(nb, info["assignment"])
+            result = self.grade(info)
             self.record(result, info)
             parts = {p.name: p for p in result.parts}
             failure = None
-        except Exception as e:  # the grade cells get a clear zero, the batch goes on
+        except NotASubmission as e:
             parts, failure = {}, str(e)
-            self.log.error("grading %s failed: %s", info.get("student"), e)
+            self.log.error("not grading %s: %s", info.get("student"), e)
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
@@ -88,15 +91,19 @@ class FillGradeCells(NbGraderPreprocessor):
         self.restore_deleted_test_cells(nb, resources, parts, failure)
         return nb, resources
 
-    def grade(self, nb, assignment: str):
-        """The graders' result for the notebook (as the sanitizing steps left it)."""
+    def grade(self, info: dict):
+        """The graders' result for the submitted file, read as every route reads it (its
+        bytes, reached without links from the submitted folder; the set-up cell run as
+        released, as nbgrader restores it), so that a notebook scores the same here as
+        with `python -m graders`, the batch or Gradescope."""
         from ..run import grade
         from ..settings import Limits
 
-        with tempfile.TemporaryDirectory(prefix="nbgrader-grade-") as tmp:
-            path = os.path.join(tmp, "submission.ipynb")
-            nbformat.write(nb, path)
-            return grade(path, assignment, limits=Limits(config=self.config))
+        coursedir = CourseDirectory(config=self.config)
+        submitted = coursedir.format_path(coursedir.submitted_directory, ".", ".")
+        path = os.path.join(coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"]),
+                            info["notebook"] + ".ipynb")
+        return grade(path, info["assignment"], limits=Limits(config=self.config), trusted_folder=submitted)
 
     def record(self, result, info: dict) -> None:
         """Keep the whole result where `graders.batch` keeps its own

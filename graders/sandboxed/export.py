@@ -84,14 +84,16 @@ def describe_exception(exc: BaseException) -> str:
 _MAGIC = re.compile(r"^\s*[%!]")
 
 
-def code_cells(notebook: dict) -> list[tuple[int, str]]:
+def code_cells(notebook: dict, setup_cells: dict[str, str]) -> list[tuple[int, str]]:
     """The notebook's code cells to run, numbered from 1, without test cells or magics.
 
     nbgrader test cells (graded, not solution) hold the visible checks and the hidden
     grader markers; the graders judge the functions themselves, so those are skipped, and
     so are the instructor's locked worked examples (slow, and not part of the answer).
     Setup cells (grade_id 'setup' or 'setup_...'), solution cells and any cell the
-    student added are run, in order.
+    student added are run, in order; a locked set-up cell the course released runs as
+    released (`setup_cells`, by grade_id), whatever the student's copy holds, as nbgrader's
+    autograde restores locked cells.
     """
     cells = []
     for number, cell in enumerate(notebook.get("cells", []), start=1):
@@ -106,15 +108,18 @@ def code_cells(notebook: dict) -> list[tuple[int, str]]:
             continue  # the instructor's worked examples: graded functions may not rely on them
         source = cell.get("source", "")
         source = "".join(map(str, source)) if isinstance(source, list) else str(source)
+        if meta.get("locked"):
+            source = setup_cells.get(str(meta.get("grade_id")), source)
         source = "\n".join("# " + line if _MAGIC.match(line) else line for line in source.splitlines())
         cells.append((number, source))
     return cells
 
 
-def load_submission(name: str, text: str, cell_timeout: float,
-                    after_cell=lambda: None) -> tuple[dict, list[str]]:
+def load_submission(name: str, text: str, cell_timeout: float, after_cell=lambda: None,
+                    setup_cells: dict[str, str] | None = None) -> tuple[dict, list[str]]:
     """Execute a submission (`text` of the file called `name`); return its namespace and the
-    problems met on the way. `after_cell()` is called after each cell (progress)."""
+    problems met on the way. `after_cell()` is called after each cell (progress);
+    `setup_cells`: the released set-up cells (see `code_cells`)."""
     namespace: dict = {"__name__": "submission"}
     problems: list[str] = []
     if name.endswith(".ipynb"):
@@ -122,7 +127,7 @@ def load_submission(name: str, text: str, cell_timeout: float,
             notebook = json.loads(text)
             if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
                 raise ValueError("it has no 'cells' list")
-            chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook)]
+            chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook, setup_cells or {})]
         except (ValueError, TypeError, AttributeError) as e:
             raise SubmissionUnreadable(
                 f"the notebook file is not a valid notebook ({str(e)[:200]}); open it in "
@@ -321,7 +326,7 @@ def main() -> int:
         try:
             namespace, problems = load_submission(
                 request["submission_name"], request["submission_text"], request["cell_timeout"],
-                after_cell=lambda: emit(event="progress"))
+                after_cell=lambda: emit(event="progress"), setup_cells=request.get("setup_cells", {}))
         except SubmissionUnreadable as e:
             emit(event="loaded", problems=[str(e)], run_submission_s=0.0)
             for part in request["parts"]:
