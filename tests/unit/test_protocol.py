@@ -269,3 +269,24 @@ def test_cases_that_differ_only_in_values_are_traced_once():
     assert sorted(results) == ["f__0", "f__1", "f__2", "f__3"]
     assert results["f__1"]["artifact"] == results["f__3"]["artifact"] == results["f__0"]["artifact"]
     assert results["f__2"]["artifact"] != results["f__0"]["artifact"]
+
+
+def test_a_judge_threads_own_failure_fails_the_grading(monkeypatch):
+    """Does an exception in a judge's thread (the graders' own: a fork failing, say) fail the
+    grading loudly when the pool finishes, never score the unjudged cases as the student's?"""
+    from contextlib import ExitStack
+
+    from assignments.contracts import get_assignment
+    from graders import harness
+    from graders.settings import Limits
+
+    def broken(*args, **kwargs):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(harness, "run_stream", broken)
+    monkeypatch.setattr(harness, "WorkerProcess", lambda command, setup: None)
+    with ExitStack() as stack:
+        pool = harness.JudgePool(get_assignment("problem1"), Limits(), setup_for([]), time.monotonic() + 30, 1, stack)
+        pool._start()
+        with pytest.raises(RuntimeError, match="a judge of the graders failed: .*Resource temporarily unavailable"):
+            pool.finish()
