@@ -12,7 +12,6 @@ import functools
 import math
 import os
 import re
-import textwrap
 import traceback
 
 import jax
@@ -36,7 +35,14 @@ SETUP_HINT = ("run the notebook's first cell (the set-up) after a kernel restart
 class CheckFailed(AssertionError):
     """A visible check failed: raised after the check's panel is shown, so that the cell
     ends in an error. JupyterLab's Validate button and `nbgrader validate` then report
-    the function by name instead of "Success". Shown as these short lines, not a traceback."""
+    the function by name instead of "Success". Shown as these short lines, not a traceback:
+    one line per problem, never broken by the kit, so that the browser (or terminal) wraps
+    it once, to its own width; the panel above holds the whole text."""
+
+    SHOWN = 90
+    """Characters of a problem's first line shown here, cut at a word: a line fits a notebook's
+    output area at 1280 px with the file browser open. JupyterLab breaks longer lines anywhere,
+    mid-word included (`word-break: break-all`)."""
 
     def __init__(self, name: str, problems: list[str]):
         self.name, self.problems = name, list(problems)
@@ -47,8 +53,8 @@ class CheckFailed(AssertionError):
         lines = [f"CheckFailed: the visible check of {self.name} did not pass (details in its panel)"]
         for p in self.problems:
             first = p.splitlines()[0] if p else ""
-            first = first if len(first) <= 240 else first[:239] + "\u2026"
-            lines += textwrap.wrap(first, width=88, initial_indent="  \u2717 ", subsequent_indent="    ")
+            cut = first if len(first) + 2 <= self.SHOWN else first[:self.SHOWN - 4].rsplit(" ", 1)[0] + " \u2026"
+            lines.append(f"\u2717 {cut}")
         return lines
 
 

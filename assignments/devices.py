@@ -23,14 +23,15 @@ def _backend_started() -> bool:
         return False
 
 
-def setup_devices(n: int = DEFAULT_DEVICES) -> int:
+def setup_devices(n: int = DEFAULT_DEVICES, *, announce: bool = False) -> int:
     """Ask JAX for `n` simulated CPU devices and return how many it has.
 
     Must run before the first JAX computation (the backend reads the device count
     once, when it starts). Calling it again later is fine if JAX already has at least
     `n` devices; otherwise it raises `TooLateError` saying how to fix it.
     On a machine with real accelerators the CPU setting is ignored and the real
-    devices are used.
+    devices are used. With `announce` (the notebooks' set-up cell) it prints one line
+    saying which devices are ready (`devices_ready()`).
     """
     import jax
 
@@ -50,7 +51,20 @@ def setup_devices(n: int = DEFAULT_DEVICES) -> int:
             f"`assignments.setup_devices({n})` before anything else touches JAX, "
             f"or start Python with JAX_NUM_CPU_DEVICES={n} set in the environment."
         )
+    if announce:
+        print(devices_ready())
     return have
+
+
+def devices_ready() -> str:
+    """One short line: how many devices JAX has, of which kind, e.g. '8 simulated CPU devices
+    ready (JAX 0.10.2), ids 0-7'."""
+    import jax
+
+    devices = jax.devices()
+    kind = "simulated CPU" if devices[0].platform == "cpu" else devices[0].device_kind
+    ids = sorted(d.id for d in devices)
+    return f"{len(devices)} {kind} devices ready (JAX {jax.__version__}), ids {ids[0]}-{ids[-1]}"
 
 
 NAME_HINT = ("Hint: names come from cells run earlier. After a kernel restart, run the notebook "

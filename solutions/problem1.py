@@ -4,7 +4,7 @@
 # Run this cell first. It asks JAX for 8 simulated CPU devices, which must happen
 # before anything else touches JAX (if it complains, restart the kernel and run it first).
 import assignments
-assignments.setup_devices(8)
+assignments.setup_devices(8, announce=True)
 
 import functools
 
@@ -14,8 +14,6 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from assignments import check, make_mesh, report, show_mesh, show_sharding
-
-print(jax.devices())
 
 
 def shard_average_jit(A, *, mesh):

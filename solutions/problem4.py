@@ -3,7 +3,7 @@
 
 # Run this cell first: 8 simulated CPU devices, before anything else touches JAX.
 import assignments
-assignments.setup_devices(8)
+assignments.setup_devices(8, announce=True)
 
 import functools
 

@@ -4,7 +4,7 @@
 # Run this cell first. It asks JAX for 8 simulated CPU devices, which must happen
 # before anything else touches JAX (if it complains, restart the kernel and run it first).
 import assignments
-assignments.setup_devices(8)
+assignments.setup_devices(8, announce=True)
 
 import functools
 
@@ -16,7 +16,6 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from assignments import check, make_mesh, report, show_mesh, show_sharding
 
 ALL = ('X', 'Y')   # both mesh axes at once: P(ALL) splits a dimension over every device
-print(jax.devices())
 
 
 def place(x, *, mesh):
