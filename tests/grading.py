@@ -7,6 +7,7 @@ file graded by two modules (or under two names) is graded once.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 
 from graders.harness import grade_submission
@@ -14,6 +15,15 @@ from graders.results import SubmissionResult
 from graders.settings import Limits
 
 _GRADED: dict[tuple, SubmissionResult] = {}
+
+
+def load_module(path: str):
+    """A .py file (a solution module, a corpus submission) imported as a module of its own."""
+    name = "loaded_" + os.path.splitext(os.path.basename(path))[0] + "_" + hashlib.sha256(path.encode()).hexdigest()[:8]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def graded(path: str, assignment: str, limits: Limits | None = None,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import os
 
 import jax
 import pytest
+from grading import load_module
 
 from assignments.contract import case_request, make_inputs
 from assignments.contracts import ASSIGNMENTS
@@ -21,11 +21,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def solutions(assignment: str):
-    spec = importlib.util.spec_from_file_location(f"canonical_{assignment}",
-                                                  os.path.join(REPO_ROOT, "solutions", f"{assignment}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(os.path.join(REPO_ROOT, "solutions", f"{assignment}.py"))
 
 
 def judged(part, case, artifact: bytes):

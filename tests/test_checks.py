@@ -1,11 +1,11 @@
 """Visible checks: the same verdicts as the graders, on one small case, shown to students."""
-import importlib.util
 import os
 import re
 
 import jax
 import jax.numpy as jnp
 import pytest
+from grading import load_module
 from jax.sharding import PartitionSpec as P
 
 import assignments
@@ -14,10 +14,7 @@ from assignments.contracts import ASSIGNMENTS
 
 @pytest.fixture(scope="module")
 def solution(repo_root):
-    spec = importlib.util.spec_from_file_location("sol1", os.path.join(repo_root, "solutions", "problem1.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(os.path.join(repo_root, "solutions", "problem1.py"))
 
 
 @pytest.mark.parametrize("name", [p.name for p in ASSIGNMENTS["problem1"].parts])

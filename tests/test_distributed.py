@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 
 import jax
 import numpy as np
 import pytest
+from grading import load_module
 from jax.sharding import NamedSharding
 
 from assignments.contracts import get_assignment
@@ -21,11 +21,7 @@ ASSIGNMENTS = ["problem1"]
 
 
 def load_solutions(name: str):
-    spec = importlib.util.spec_from_file_location(f"solutions_{name}",
-                                                  os.path.join(REPO_ROOT, "solutions", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(os.path.join(REPO_ROOT, "solutions", f"{name}.py"))
 
 
 def export(fn, part, case, mesh) -> bytes:

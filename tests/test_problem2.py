@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from grading import cached_grader
+from grading import cached_grader, load_module
 
 from assignments.contract import Case
 from assignments.contracts import get_assignment
@@ -499,16 +499,12 @@ def test_visible_checks_meet_the_fragile_designs():
     """Does each visible check pass the solution and fail, at its own sizes, the fragile design
     of its part (a padded product, a padded round of the old chunk, k copies, ragged_dot's CPU
     copy in rounds), as the graders do?"""
-    import importlib.util
 
     from assignments import check
     import solutions.problem2 as solution
 
     def corpus(name):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(CORPUS, f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        return load_module(os.path.join(CORPUS, f"{name}.py"))
 
     for name in POINTS:
         assert check(getattr(solution, name), show=False).passed, name

@@ -5,7 +5,7 @@ import os
 import re
 
 import pytest
-from grading import cached_grader
+from grading import cached_grader, load_module
 
 from assignments.contract import Case
 from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
@@ -204,14 +204,11 @@ def test_balance_fails_closed_without_stages():
 def test_visible_checks_run_an_odd_block():
     """Does the visible check pass the solution on its odd-block mesh and the second mesh, and
     fail the padding design there, as the graders do?"""
-    import importlib.util
 
     from assignments import check
     import solutions.problem4 as solution
 
-    spec = importlib.util.spec_from_file_location("pad", os.path.join(CORPUS, "pad_odd_halves.py"))
-    pad = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pad)
+    pad = load_module(os.path.join(CORPUS, "pad_odd_halves.py"))
     for name in POINTS:
         assert check(getattr(solution, name), show=False).passed, name
     failed = check(pad.reducescatter_matmul_bidirectional, show=False, raises=False)

@@ -3,7 +3,6 @@ analysis it draws, the step model against hand-made programs, the timeline again
 model, and (marked `browser`) the picture in a real JupyterLab, light and dark."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -13,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from grading import load_module
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import assignments
@@ -25,10 +25,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def load(repo_root, name):
-    spec = importlib.util.spec_from_file_location(f"schedule_{name}", os.path.join(repo_root, "solutions", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(os.path.join(repo_root, "solutions", f"{name}.py"))
 
 
 @pytest.fixture(scope="module")
