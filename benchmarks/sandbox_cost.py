@@ -4,8 +4,9 @@
 
 Grades the solution and the released stub of an assignment alternately in the sandbox and
 with no isolation (`Limits(sandbox="none")`), so both see the same machine load, and prints
-the median seconds per submission and their ratio. Only trusted code (the kit's own
-solution and stub) is graded without isolation here.
+the median seconds per submission and their ratio. The verdict cache is off (otherwise every
+run after the first would be served from it). Only trusted code (the kit's own solution and
+stub) is graded without isolation here.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    os.environ["KIT_VERDICT_CACHE"] = "off"
     from graders import Limits, grade_submission
 
     submissions = {"solution": os.path.join(REPO_ROOT, "solutions", f"{args.assignment}.py"),

@@ -341,7 +341,7 @@ def main() -> int:
             export_part(export_case, namespace, part, done, request["case_timeout"], emit,
                         request["max_strikes"])
     emit(event="finished", timings={"export: trace and export": time.perf_counter() - loaded})
-    return 0
+    os._exit(0)  # every event is flushed: skip the interpreter's teardown (0.1-0.3 s with JAX loaded)
 
 
 if __name__ == "__main__":

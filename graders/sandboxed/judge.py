@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import time
 
@@ -116,7 +117,7 @@ def main() -> int:
              problems=result.problems, ran=result.ran,
              analysis=None if result.analysis is None else result.analysis.to_json())
     emit(event="finished", timings=timings)
-    return 0
+    os._exit(0)  # every event is flushed: skip the interpreter's teardown (0.1-0.3 s with JAX loaded)
 
 
 if __name__ == "__main__":
