@@ -200,6 +200,13 @@ def is_current(result: SubmissionResult | None, assignment: str, digest: str | N
             and result.provenance.only == (list(only) if only else None))
 
 
+def _same_refusal(result: SubmissionResult | None, assignment: str, why: str, only) -> bool:
+    """Is a stored result the very zero this run would record (no file, a link...)?"""
+    return (result is not None and result.failure is not None and not result.failure.graders_fault
+            and result.failure.message == why and result.assignment == assignment
+            and result.provenance.only == (list(only) if only else None))
+
+
 def _stored(out: str, student: str) -> SubmissionResult | None:
     try:
         return read_results(os.path.join(out, student, RESULTS))
@@ -272,8 +279,11 @@ def run_batch(submissions: list[Submission], assignment: str, out: str, *, worke
         stored = _stored(out, s.student)
         if s.refusal or s.path is None:  # nothing to grade: no run needed
             why = s.refusal or f"no submission: {s.note or 'no file'}"
-            recorder.finish(s, SubmissionResult.failed(assignment, s.path or "", why,
-                                                       graders_fault=False, only=only), "graded")
+            if not force and _same_refusal(stored, assignment, why, only):
+                recorder.keep(Outcome(s, stored, "kept"))
+            else:
+                recorder.finish(s, SubmissionResult.failed(assignment, s.path or "", why,
+                                                           graders_fault=False, only=only), "graded")
         elif not force and is_current(stored, assignment, digests[s.student], only):
             recorder.keep(Outcome(s, stored, "kept"))
         else:

@@ -211,44 +211,76 @@ def _judge_job(job: _Job, export: dict, assignment: Assignment) -> dict:
     return request
 
 
+class Prepared:
+    """A grading's own uid, work folder and export worker, made before it knows its submission:
+    the worker's Python and JAX start-up (half a second) overlaps what the grading process does
+    first (pytest collecting the graders, the contract, the hidden cases). `graders.run.grade`
+    makes one and `grade_submission(prepared=...)` uses it; closing it stops a worker nobody
+    used and frees the uid and the folder."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.isolation = choose_isolation(limits.sandbox)
+        self._stack = ExitStack()
+        try:
+            uid = self._stack.enter_context(Slot()).uid
+            work = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-"))
+            self.setup = WorkerSetup(Resources.of(limits), self.isolation, uid, work, {}, limits.max_strikes)
+            self._export: WorkerProcess | None = WorkerProcess(EXPORT_COMMAND, self.setup)
+            self._stack.callback(self._export.abandon)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def take_export(self) -> WorkerProcess | None:
+        """The export worker started early, once (a second grading starts its own)."""
+        export, self._export = self._export, None
+        return export
+
+    def __enter__(self) -> "Prepared":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+
 def grade_submission(submission: str, assignment_name: str, *, limits: Limits | None = None,
                      secret: bytes | None = None, only: list[str] | None = None,
                      keep_artifacts: str | None = None, concurrent: int = 1,
-                     trusted_folder: str | None = None) -> SubmissionResult:
+                     trusted_folder: str | None = None, prepared: Prepared | None = None) -> SubmissionResult:
     """Grade one `.ipynb` or `.py` submission against an assignment's hidden cases (the
     cases only: `graders.run.grade` adds the custom checks of the pytest graders).
 
     The file is read only if it is a regular file reached without links (from
     `trusted_folder` down, when given). With `keep_artifacts`, the exported artifacts
     (`<function>__<case>.jaxexport`) are also written into that folder (for
-    `graders.distributed`). `concurrent`: gradings sharing this machine (sizes the judges)."""
-    limits = limits or Limits()
-    isolation = choose_isolation(limits.sandbox)
+    `graders.distributed`). `concurrent`: gradings sharing this machine (sizes the judges).
+    `prepared`: the uid, folder and export worker made ahead (`Prepared`, with these limits);
+    closed here."""
+    limits = limits or (prepared.limits if prepared else Limits())
     assignment = selected_assignment(assignment_name, only)
-    jobs = _jobs(assignment, grading_secret() if secret is None else secret)
-    try:
-        text, problems = read_submission(submission, trusted_folder).decode("utf-8", errors="replace"), []
-    except NotASubmission as e:
-        text, problems = None, [str(e)]
     timings: dict[str, float] = {}
     results: dict[str, CaseResult] = {}
     with ExitStack() as stack:
-        slot = stack.enter_context(Slot())
-        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-"))
-        setup = WorkerSetup(Resources.of(limits), isolation, slot.uid, work,
-                            {j.id: j.part.name for j in jobs}, limits.max_strikes)
+        prepared = stack.enter_context(prepared or Prepared(limits))
+        jobs = _jobs(assignment, grading_secret() if secret is None else secret)
+        try:
+            text, problems = read_submission(submission, trusted_folder).decode("utf-8", errors="replace"), []
+        except NotASubmission as e:
+            text, problems = None, [str(e)]
+        setup = dataclasses.replace(prepared.setup, function_of={j.id: j.part.name for j in jobs})
         end = time.monotonic() + limits.submission_timeout
         judges = JudgePool(assignment, limits, setup, end, limits.judges_for(concurrent), stack)
         if text is not None:
             problems += _export_and_judge(jobs, assignment, submission, text, limits, setup, end,
-                                          judges, results, timings, keep_artifacts)
+                                          judges, results, timings, keep_artifacts, prepared.take_export())
         for job in jobs:
             results.setdefault(job.id, CaseResult.failed(job.case, problems[0] if problems else "no artifact"))
-    return _submission_result(assignment, submission, jobs, results, problems, timings, isolation)
+    return _submission_result(assignment, submission, jobs, results, problems, timings, prepared.isolation)
 
 
 def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, judges: JudgePool,
-                      results: dict, timings: dict, keep_artifacts) -> list[str]:
+                      results: dict, timings: dict, keep_artifacts, export: WorkerProcess | None) -> list[str]:
     """Export every case; judge each artifact as it comes; fill `results`; return problems."""
     by_id = {job.id: job for job in jobs}
 
@@ -270,7 +302,7 @@ def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, ju
     try:
         run = run_worker(EXPORT_COMMAND, _export_request(jobs, assignment, name, text, limits),
                          [j.id for j in jobs], kind="export", deadlines=deadlines, setup=setup,
-                         on_result=on_result)
+                         on_result=on_result, started=export)
     finally:
         timings["export (all)"] = time.perf_counter() - started
         judges.finish()

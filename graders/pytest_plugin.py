@@ -86,7 +86,9 @@ class Grading:
             if self.request is not None:
                 r = self.request
                 result = grade_submission(r.submission, assignment, limits=r.limits, only=only,
-                                          concurrent=r.concurrent, trusted_folder=r.trusted_folder)
+                                          concurrent=r.concurrent, trusted_folder=r.trusted_folder,
+                                          prepared=r.prepared)
+                r.prepared = None  # used once: another assignment in the session prepares its own
             else:
                 from .settings import from_arguments
 

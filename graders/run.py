@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .results import SubmissionResult
 from .settings import Limits
+
+if TYPE_CHECKING:
+    from .harness import Prepared
 
 GRADERS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,6 +33,8 @@ class GradingRequest:
     limits: Limits
     concurrent: int = 1
     trusted_folder: str | None = None
+    prepared: "Prepared | None" = None
+    """The grading's uid, folder and export worker, made before pytest started (`harness.Prepared`)."""
     result: SubmissionResult | None = None
 
 
@@ -39,11 +45,16 @@ def grade(submission: str, assignment: str, *, limits: Limits | None = None, onl
     reached from without links (see `graders.files.read_submission`)."""
     import pytest
 
+    from .harness import Prepared
+
     module = os.path.join(GRADERS_DIR, f"test_{assignment}.py")
-    request = GradingRequest(os.path.abspath(submission), limits or Limits(), concurrent, trusted_folder)
-    args = [module, "-o", "addopts=", "-p", "no:cacheprovider", "-p", "no:terminal",
+    limits = limits or Limits()
+    # No plugin but the request: other installed plugins (anyio's, ...) cost 0.2 s a grading.
+    args = [module, "-o", "addopts=", "--disable-plugin-autoload", "-p", "no:cacheprovider", "-p", "no:terminal",
             f"--rootdir={os.path.dirname(GRADERS_DIR)}", *(f"--only={name}" for name in only or ())]
-    code = pytest.main(args, plugins=[request])
+    with Prepared(limits) as prepared:  # the export worker starts while pytest collects
+        request = GradingRequest(os.path.abspath(submission), limits, concurrent, trusted_folder, prepared)
+        code = pytest.main(args, plugins=[request])
     if request.result is None:
         raise GradersDidNotRun(f"the pytest graders did not run ({module}: pytest exit code {code})")
     return request.result

@@ -336,16 +336,19 @@ def _finish(process: WorkerProcess, attempt: Attempt, run: WorkerRun, strikes: S
 
 
 def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: str,
-               deadlines: Deadlines, setup: WorkerSetup, on_result=None) -> WorkerRun:
+               deadlines: Deadlines, setup: WorkerSetup, on_result=None,
+               started: WorkerProcess | None = None) -> WorkerRun:
     """Run a worker on one whole request until every case in `case_ids` has a result.
     `request_for(skip)` makes the request line, given the case ids already done (a new
-    process after a failure skips them). `on_result(event)` sees each case result as it comes."""
+    process after a failure skips them). `on_result(event)` sees each case result as it comes.
+    `started`: its first process, started earlier so that its start-up overlapped other work."""
     run, strikes = WorkerRun(), Strikes(setup)
     while (pending := [i for i in case_ids if i not in run.results]):
         if time.monotonic() > deadlines.end:
             run.fail(pending, NOT_GRADED)
             break
-        attempt, process = Attempt(), WorkerProcess(command, setup)
+        attempt, process = Attempt(), started or WorkerProcess(command, setup)
+        started = None
         process.write(request_for(sorted(run.results)))
         process.close_input()
         read_events(process, attempt, run, lambda: case_ids, kind, deadlines, on_result)

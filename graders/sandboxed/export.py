@@ -303,7 +303,6 @@ def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, t
 
 
 def main() -> int:
-    request = read_request(sys.stdin.readline(), "export")
     # Events go to the parent on the original stdout; everything else written to fd 1 or 2
     # (student prints, C-level output) goes nowhere.
     emit = event_channel(silence=(1, 2))
@@ -315,11 +314,15 @@ def main() -> int:
 
     from assignments.devices import setup_devices
 
-    setup_devices(request["devices"])
+    # JAX and its devices start before the request is read: the grader starts this worker
+    # before it knows the submission, and the start-up overlaps its own.
+    setup_devices()  # the runtime's device count (assignments.devices.DEFAULT_DEVICES)
     import jax
 
     jax.config.update("jax_traceback_in_locations_limit", 0)  # see canonical_program
     export_case = Exporter()
+    request = read_request(sys.stdin.readline(), "export")
+    setup_devices(request["devices"])  # no more than JAX has: a mismatched kit fails here, saying so
     jax_ready = time.perf_counter()
     # Python-level output too (student code may hold sys.stdout).
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
