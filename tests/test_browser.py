@@ -19,6 +19,7 @@ build/screenshots/ (or $SCREENSHOTS).
 """
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -67,23 +68,35 @@ def answers(repo_root) -> dict[str, str]:
             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")}
 
 
+def sentences(markdown: str) -> list[str]:
+    """The sentences of a markdown text, unwrapped: a wrapped line's tail ("result where it was
+    computed.") is not a sentence, and a hint may share it with a model answer."""
+    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:[-*]|\d+\.)\s)", markdown)
+    return [s.strip() for b in blocks for s in re.split(r"(?<=[.!?])\s+(?=[A-Z*`(])", " ".join(b.split()))]
+
+
 def mark_scheme_lines(repo_root, name=ASSIGNMENT) -> set[str]:
-    """Lines only the instructor may see: the mark schemes and the written answers' model
-    answers of the source notebook."""
+    """Sentences only the instructor may see (eight words or more): the mark schemes and the
+    written answers' model answers of the source notebook."""
     nb = nbformat.read(os.path.join(repo_root, "source", name, f"{name}.ipynb"), as_version=4)
     lines = set()
     for cell in nb.cells:
         regions = re.findall(r"### BEGIN MARK SCHEME\n(.*?)### END MARK SCHEME", cell.source, re.S)
         if cell.cell_type == "markdown":
             regions += re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
-        lines.update(ln.strip() for r in regions for ln in r.splitlines() if len(ln.strip()) > 20)
+        lines.update(s for r in regions for s in sentences(r) if len(s.split()) >= 8)
     return lines
 
 
+def bare(text: str) -> str:
+    """Text without markup, emphasis or whitespace, so that rendered HTML and its markdown compare."""
+    return re.sub(r"[*`\s]", "", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
 def leaked(text: str, secret_lines: set[str]) -> list[str]:
-    flat = " ".join(re.sub(r"<[^>]+>", " ", text).split())
-    return [line for line in secret_lines if " ".join(re.sub(r"[*`]", "", line).split()) in
-            re.sub(r"[*`]", "", flat)]
+    """The secret sentences a page shows."""
+    page = bare(text)
+    return [line for line in secret_lines if bare(line) in page]
 
 
 def test_mark_scheme_check_can_fail(repo_root):
