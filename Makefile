@@ -16,7 +16,7 @@ $(BIN)/.installed: pyproject.toml
 	.ci/system-packages bubblewrap:bwrap util-linux:setpriv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[browser]'   # playwright: tests/test_browser.py drives Debian's chromium
+	$(BIN)/python -m pip install --quiet -e '.[browser,tests]'   # playwright drives Debian's chromium; pytest-xdist
 	$(BIN)/python -c "import jax, sys; print('stack: Python', sys.version.split()[0], '| JAX', jax.__version__)"
 	touch $@
 
@@ -25,8 +25,12 @@ venv: $(BIN)/.installed
 demo: $(BIN)/.installed
 	$(BIN)/python -m graders.demo
 
+# Three workers keep 2 cores busy while one waits on pip, JupyterLab or a browser; each test
+# module runs whole on one worker, the longest first (tests/conftest.py).
+TEST_WORKERS ?= 3
+
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-fast: $(BIN)/.installed   # the fast tier: tests/unit, no grading runs, no JAX
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

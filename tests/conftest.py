@@ -3,6 +3,7 @@
 simulated devices from XLA_FLAGS, set here before any of them imports JAX."""
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 import tempfile
@@ -35,18 +36,58 @@ def mesh_2x4():
     return assignments.make_mesh((2, 4))
 
 
+def _host_shared_memory_lock(mode: int):
+    with open(os.path.join(tempfile.gettempdir(), "scaling-jax-kit-tests-shmem.lock"), "a") as f:
+        fcntl.flock(f, mode)
+        yield
+
+
+@pytest.fixture
+def quiet_shared_memory():
+    """For a test that reads the host's shared memory (/proc/meminfo Shmem) before and after:
+    no browser of another xdist worker runs meanwhile (Chromium's own shared memory is
+    hundreds of MiB)."""
+    yield from _host_shared_memory_lock(fcntl.LOCK_EX)
+
+
+@pytest.fixture
+def busy_shared_memory():
+    """For a test that runs Chromium: held (shared) while it runs, so `quiet_shared_memory` waits."""
+    yield from _host_shared_memory_lock(fcntl.LOCK_SH)
+
+
 @pytest.fixture(scope="session")
 def problem1_batch(tmp_path_factory):
-    """The problem1 and fault corpora graded once per session by `graders.batch`; shared by
-    every module that asserts on them (`tests/grading.py` `CorpusBatch`)."""
+    """The problem1 and fault corpora graded once per test run by `graders.batch`; shared by
+    every module that asserts on them, on every xdist worker (`tests/grading.py` `CorpusBatch`)."""
     from grading import CorpusBatch
 
-    return CorpusBatch(str(tmp_path_factory.mktemp("corpus-batch")))
+    base = tmp_path_factory.getbasetemp()
+    return CorpusBatch.shared(str((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "corpus-batch"))
 
 
+# `make test` runs the modules on pytest-xdist's workers (`--dist loadfile`: each module on
+# one worker, its module fixtures built once), the longest first, so that no long module starts
+# last. Seconds: one serial run on 2 cores (`--durations`); a module not named is short.
+SECONDS = {"test_hub": 110, "test_browser": 85, "test_graders_problem1": 70, "test_problem2": 55,
+           "test_attacks": 45, "test_batch_faults": 40, "test_nbgrader": 25, "test_warmup": 25,
+           "test_problem4": 25, "test_problem3": 25, "test_notebooks": 25, "test_gradescope": 20,
+           "test_feedback": 15, "test_canonical_artifacts": 15, "test_dask": 12, "test_links": 12,
+           "test_schedule": 12, "test_build": 12, "test_batch_nbgrader": 12, "test_nbgrader_faults": 12,
+           "test_checks": 10}
+
+
+def _module(item) -> str:
+    return os.path.splitext(os.path.basename(str(item.fspath)))[0]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Everything under tests/unit is the fast tier (`-m fast` selects it too)."""
+    """Everything under tests/unit is the fast tier (`-m fast` selects it too); the longest
+    modules first, in collection order within a module."""
     unit = os.path.join(REPO_ROOT, "tests", "unit") + os.sep
     for item in items:
         if str(item.fspath).startswith(unit):
             item.add_marker(pytest.mark.fast)
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-SECONDS.get(_module(item), 0), order[id(item)]))

@@ -107,6 +107,36 @@ class CorpusBatch:
         assert not self.planted, f"a submission planted files in the kit or JAX: {self.planted}"
         self.stdout = proc.stdout
 
+    SAVED = "corpus-batch.json"
+
+    def save(self) -> None:
+        """Written beside the graded folder, for the run's other xdist workers (`shared`)."""
+        import json
+
+        with open(os.path.join(os.path.dirname(self.out), self.SAVED), "w") as f:
+            json.dump({"out": self.out, "stdout": self.stdout, "accepted": self.accepted}, f)
+
+    @classmethod
+    def shared(cls, root: str) -> "CorpusBatch":
+        """The batch graded once per test run: by the first xdist worker that needs it (the
+        others wait on a lock and read what it saved), or by this process without xdist."""
+        import fcntl
+        import json
+
+        os.makedirs(root, exist_ok=True)
+        with open(os.path.join(root, "corpus-batch.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            saved = os.path.join(root, cls.SAVED)
+            if os.path.exists(saved):
+                batch = cls.__new__(cls)
+                with open(saved) as f:
+                    vars(batch).update(json.load(f))
+                batch.planted = []
+                return batch
+            batch = cls(root)
+            batch.save()
+            return batch
+
     def result(self, name: str) -> SubmissionResult:
         from graders.results import read_results
 

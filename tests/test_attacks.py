@@ -373,7 +373,7 @@ needs_cgroup = pytest.mark.skipif(os.geteuid() != 0, reason="memory cgroups are 
 
 
 @needs_cgroup
-def test_memory_no_process_owns_is_bounded_by_the_grading(guarded):
+def test_memory_no_process_owns_is_bounded_by_the_grading(quiet_shared_memory, guarded):
     """Do /dev/shm, System V segments and memfds stay within the worker's memory limit (1 GiB
     here): /dev/shm and System V at their own 64 MiB, memfds until the worker's cgroup stops it,
     blamed on the submission with a message, with the host's shared memory back as before?"""

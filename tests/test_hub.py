@@ -249,7 +249,7 @@ def gradebook_scores(hub, student) -> dict[str, float]:
         return {grade.name: grade.score for grade in notebook.grades if grade.auto_score is not None}
 
 
-def test_course_on_jupyterhub(hub, shots, repo_root):
+def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
     """Instructor and two students on one hub, with real logins, real users and the real
     exchange: release, fetch, type, submit, collect, autograde, feedback; each student sees
     only their own work, and the scores are those of `python -m graders`."""

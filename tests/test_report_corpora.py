@@ -106,7 +106,7 @@ CONTRAST = """() => {
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_the_report_reads_in_a_browser_at_1280_px(corpus_report, tmp_path, repo_root):
+def test_the_report_reads_in_a_browser_at_1280_px(busy_shared_memory, corpus_report, tmp_path, repo_root):
     """Opened from disk in Chromium at 1280 px: does it fetch nothing, run nothing (a student
     called <script> included), fit the width, draw every chart, and keep text and bars in
     readable contrast on white? Screenshots go to build/screenshots/report/."""

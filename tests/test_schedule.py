@@ -413,7 +413,7 @@ MEASURE = """() => {
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_schedule_reads_in_jupyterlab_light_and_dark(tmp_path, repo_root):
+def test_schedule_reads_in_jupyterlab_light_and_dark(busy_shared_memory, tmp_path, repo_root):
     """In JupyterLab at 1024 px with the file browser open, in the light and the dark theme:
     is every schedule picture drawn whole inside its output area, at nearly its own size, with
     text and arrows in readable contrast? Screenshots go to build/screenshots/schedule/."""
