@@ -128,7 +128,7 @@ def load_submission(name: str, text: str, cell_timeout: float, after_cell=lambda
             if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
                 raise ValueError("it has no 'cells' list")
             chunks = [(f"<cell {n}>", src) for n, src in code_cells(notebook, setup_cells or {})]
-        except (ValueError, TypeError, AttributeError) as e:
+        except (ValueError, TypeError, AttributeError, RecursionError) as e:  # RecursionError: JSON nested too deep
             raise SubmissionUnreadable(
                 f"the notebook file is not a valid notebook ({str(e)[:200]}); open it in "
                 f"JupyterLab, save it again and resubmit") from None
@@ -147,6 +147,9 @@ def load_submission(name: str, text: str, cell_timeout: float, after_cell=lambda
             continue
         except ValueError as e:  # Python 3.11: null bytes (a binary file saved as .py)
             problems.append(f"{filename.strip('<>')} is not Python source ({e}); it was skipped")
+            continue
+        except (RecursionError, MemoryError):  # nested too deeply for the compiler
+            problems.append(f"{filename.strip('<>')} is nested too deeply for Python to compile; it was skipped")
             continue
         try:
             with time_limit(cell_timeout):
