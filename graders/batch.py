@@ -192,19 +192,22 @@ class Outcome:
     """"graded", "kept" (graded by an earlier run, file unchanged) or "failed" (the graders failed)."""
 
 
+def _recorded_for(result: SubmissionResult | None, assignment: str, only) -> bool:
+    """Is a stored result a verdict (not the graders' own failure) of this assignment and
+    selection of functions, as this run would record it?"""
+    return (result is not None and not (result.failure and result.failure.graders_fault)
+            and result.assignment == assignment and result.provenance.only == (list(only) if only else None))
+
+
 def is_current(result: SubmissionResult | None, assignment: str, digest: str | None, only) -> bool:
     """Is a stored result a complete grade of this very file?"""
-    if result is None or (result.failure and result.failure.graders_fault):
-        return False
-    return (result.assignment == assignment and result.provenance.sha256 == (digest or "")
-            and result.provenance.only == (list(only) if only else None))
+    return _recorded_for(result, assignment, only) and result.provenance.sha256 == (digest or "")
 
 
 def _same_refusal(result: SubmissionResult | None, assignment: str, why: str, only) -> bool:
     """Is a stored result the very zero this run would record (no file, a link...)?"""
-    return (result is not None and result.failure is not None and not result.failure.graders_fault
-            and result.failure.message == why and result.assignment == assignment
-            and result.provenance.only == (list(only) if only else None))
+    return (_recorded_for(result, assignment, only) and result.failure is not None
+            and result.failure.message == why)
 
 
 def _stored(out: str, student: str) -> SubmissionResult | None:
