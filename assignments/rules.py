@@ -24,10 +24,20 @@ def _size(size: Size, case) -> int:
     return size(case.all_sizes) if callable(size) else int(size)
 
 
+def axes_label(c: Collective) -> str:
+    """The mesh axes a collective acts over, as messages name them ("X", "X+Y", "no axis")."""
+    return "+".join(c.axes) or "no axis"
+
+
+def collective_label(c: Collective) -> str:
+    """A collective as messages name it, before its details ("all-gather over X"): the class
+    report (`graders.class_results`) finds collectives in messages by this."""
+    return f"{c.kind} over {axes_label(c)}"
+
+
 def describe_collective(c: Collective) -> str:
-    axes = "+".join(c.axes) or "no axis"
     times = "an unknown number of times" if c.count is None else f"x{c.count}"
-    return f"{c.kind} over {axes} of {c.shape} ({c.bytes:,} bytes) {times}"
+    return f"{collective_label(c)} of {c.shape} ({c.bytes:,} bytes) {times}"
 
 
 def _observed(collectives) -> str:

@@ -18,7 +18,8 @@ import re
 import statistics
 
 from assignments.contract import CaseResult
-from assignments.hlo import Collective, ProgramAnalysis
+from assignments.hlo import ProgramAnalysis
+from assignments.rules import axes_label, collective_label
 
 from .results import PartResult, ResultsUnreadable, SubmissionResult, read_results
 
@@ -229,14 +230,11 @@ def message_kind(text: str) -> str:
     return gist(text) or "no message"
 
 
-def _label(c: Collective) -> str:
-    return f"{c.kind} over {'+'.join(c.axes) or 'no axis'}"
-
-
 def communication_kind(analysis: ProgramAnalysis, message: str) -> str:
     """A broken communication rule as the collectives it names (read from the program's
     analysis, in a fixed order) and what was allowed; other rules by the message's gist."""
-    named = sorted({_label(c) for c in analysis.collectives if f"{_label(c)} of " in message})
+    labels = {collective_label(c) for c in analysis.collectives}
+    named = sorted(label for label in labels if f"{label} of " in message)
     if message.startswith("communication observed: ") and named:
         allowed = gist(message).partition(" (allowed: ")[2].rstrip(")")
         return " + ".join(named) + (f" (allowed: {allowed})" if allowed else "")
@@ -301,7 +299,7 @@ def _ways(analysis: ProgramAnalysis) -> dict[str, set[bool]]:
     True), on rings of 3 or more devices (on 2 the one neighbour is both ways)."""
     ways: dict[str, set[bool]] = {}
     for c in analysis.of_kind("collective-permute"):
-        seen = ways.setdefault("+".join(c.axes) or "no axis", set())
+        seen = ways.setdefault(axes_label(c), set())
         if c.group_size >= 3 and len(c.axes) == 1:
             seen |= {d > 0 for d in c.directions}
     return ways
@@ -324,7 +322,7 @@ def _pattern_labels(analyses: list[ProgramAnalysis]) -> set[str]:
         for c in analysis.collectives:
             if c.kind != "collective-permute":
                 repeated = c.count is None or c.count > 1
-                labels.add(f"{_KIND_NAMES.get(c.kind, c.kind)} over {'+'.join(c.axes) or 'no axis'}"
+                labels.add(f"{_KIND_NAMES.get(c.kind, c.kind)} over {axes_label(c)}"
                            + (" in a loop" if repeated else ""))
     return labels | {_permute_label(axes, n) for axes, n in most_ways.items()}
 
