@@ -54,7 +54,7 @@ print(json.dumps({"seconds": time.perf_counter() - started, "cases": len(lowered
 
 def measure(assignment: str, flags: str) -> dict:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count=8 {flags}".strip()}
-    proc = subprocess.run([sys.executable, "-c", CHILD.replace("ROOT", repr(ROOT), 1), assignment],
+    proc = subprocess.run([sys.executable, "-c", CHILD.replace("ROOT", repr(ROOT)), assignment],
                           env=env, capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -27,19 +27,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(name)s: %(message)s")
 
-    from assignments.contracts import ASSIGNMENTS
-
-    if args.assignment not in ASSIGNMENTS:
-        parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
-    from .results import write_results
-    from .run import grade
-    from .sandbox import SandboxUnavailable, choose_isolation
+    from .sandbox import SandboxUnavailable
+    from .supervisor import Prepared
 
     limits = from_arguments(args)
     try:
-        choose_isolation(limits.sandbox)
-        result = grade(args.submission, args.assignment, only=args.only, limits=limits,
-                       concurrent=args.concurrent, trusted_folder=args.within)
+        # First of all, the export worker: its Python and JAX start while this process
+        # imports the contracts, the results and pytest.
+        with Prepared(limits) as prepared:
+            from assignments.contracts import ASSIGNMENTS
+
+            if args.assignment not in ASSIGNMENTS:
+                parser.error(f"unknown assignment {args.assignment!r}; known: {', '.join(sorted(ASSIGNMENTS))}")
+            from .results import write_results
+            from .run import grade
+
+            result = grade(args.submission, args.assignment, only=args.only, limits=limits,
+                           concurrent=args.concurrent, trusted_folder=args.within, prepared=prepared)
     except SandboxUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

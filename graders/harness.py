@@ -20,7 +20,6 @@ import dataclasses
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from contextlib import ExitStack
@@ -33,16 +32,15 @@ from . import verdicts
 from .files import NotASubmission, read_submission
 from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs, public_seed
 from .results import PartResult, SubmissionResult
-from .sandbox import Resources, Slot, choose_isolation, python_command
+from .sandbox import Slot
 from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, job_text,
                                  read_event, request_text)
 from .settings import DEVICES, Limits
 from .setup_cells import SETUP_CELLS
-from .supervisor import Deadlines, JobStream, WorkerProcess, WorkerSetup, run_stream, run_worker
+from .supervisor import (EXPORT_COMMAND, JUDGE_COMMAND, Deadlines, JobStream, Prepared, WorkerProcess,
+                         WorkerSetup, run_stream, run_worker)
 
 log = logging.getLogger(__name__)
-EXPORT_COMMAND = python_command("graders.sandboxed.export:main")
-JUDGE_COMMAND = python_command("graders.sandboxed.judge:main")
 CASE_GRACE = 15.0
 """Seconds past a case's own time limit before the supervisor kills its worker (at most the
 limit itself again): the worker's own alarm should fire first, with a better message."""
@@ -107,9 +105,12 @@ class JudgePool:
     """The judges of one grading, fed each artifact as the export produces it.
 
     `submit(job, export_event)` gives a verdict from the cache, or queues the case for a
-    judge: cases of one function on one mesh go to the same judge (they share compiled
-    programs), new ones to the judge with the least work. The judges start at the first
-    case that needs one; `finish()` closes their queues and waits for their verdicts."""
+    judge: cases with the same artifact on the same mesh go to the same judge (they share
+    one compiled program), a new program to the judge with the fewest programs to compile.
+    The judges start with the export when the cache holds no verdict of the assignment (so
+    their start-up overlaps the export's), else at the first case the cache misses (a
+    submission served whole from the cache starts none); `finish()` closes their queues and
+    waits for their verdicts."""
 
     def __init__(self, assignment: Assignment, limits: Limits, setup: WorkerSetup, end: float,
                  count: int, stack: ExitStack):
@@ -129,17 +130,23 @@ class JudgePool:
         if not job.part.eager:
             self.keys[job.id] = verdicts.key(self.assignment.name, job.part.name, job.case.to_json(),
                                              job.seed, export["artifact"])
-            hit = verdicts.load(self.keys[job.id])
+            hit = verdicts.load(self.assignment.name, self.keys[job.id])
             if hit is not None and (event := _cached_event(hit, job.id)) is not None:
                 self.results[job.id] = event
                 return
-        self._start()
-        group = (job.part.name, tuple(job.case.mesh))
-        judge = self.affinity.setdefault(group, min(range(len(self.streams)), key=self.load.__getitem__))
-        self.load[judge] += 1
-        self.streams[judge].put(job.id, job_text(_judge_job(job, export, self.assignment)))
+        self.start()
+        program = (export["artifact"] if not job.part.eager else job.id, tuple(job.case.mesh))
+        if program not in self.affinity:
+            self.affinity[program] = min(range(len(self.streams)), key=self.load.__getitem__)
+            self.load[self.affinity[program]] += 1
+        self.streams[self.affinity[program]].put(job.id, job_text(_judge_job(job, export, self.assignment)))
 
-    def _start(self) -> None:
+    def start_early(self) -> None:
+        """Start the judges now if the cache cannot serve this assignment (see the class)."""
+        if not verdicts.holds_any(self.assignment.name):
+            self.start()
+
+    def start(self) -> None:
         if self.streams:
             return
         header = request_text("judge", assignment=self.assignment.name)
@@ -169,7 +176,7 @@ class JudgePool:
             self.events += run.events
         for case, event in run.results.items():
             if case in self.keys and event.get("status") != "error":  # a verdict, not the supervisor's error
-                verdicts.store(self.keys[case], _stored(event))
+                verdicts.store(self.assignment.name, self.keys[case], _stored(event))
 
     def finish(self) -> None:
         """Close the queues, wait for the judges; a judge thread's own exception (a bug of the
@@ -211,39 +218,6 @@ def _judge_job(job: _Job, export: dict, assignment: Assignment) -> dict:
     return request
 
 
-class Prepared:
-    """A grading's own uid, work folder and export worker, made before it knows its submission:
-    the worker's Python and JAX start-up (half a second) overlaps what the grading process does
-    first (pytest collecting the graders, the contract, the hidden cases). `graders.run.grade`
-    makes one and `grade_submission(prepared=...)` uses it; closing it stops a worker nobody
-    used and frees the uid and the folder."""
-
-    def __init__(self, limits: Limits):
-        self.limits = limits
-        self.isolation = choose_isolation(limits.sandbox)
-        self._stack = ExitStack()
-        try:
-            uid = self._stack.enter_context(Slot()).uid
-            work = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-"))
-            self.setup = WorkerSetup(Resources.of(limits), self.isolation, uid, work, {}, limits.max_strikes)
-            self._export: WorkerProcess | None = WorkerProcess(EXPORT_COMMAND, self.setup)
-            self._stack.callback(self._export.abandon)
-        except BaseException:
-            self._stack.close()
-            raise
-
-    def take_export(self) -> WorkerProcess | None:
-        """The export worker started early, once (a second grading starts its own)."""
-        export, self._export = self._export, None
-        return export
-
-    def __enter__(self) -> "Prepared":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stack.close()
-
-
 def grade_submission(submission: str, assignment_name: str, *, limits: Limits | None = None,
                      secret: bytes | None = None, only: list[str] | None = None,
                      keep_artifacts: str | None = None, concurrent: int = 1,
@@ -272,6 +246,7 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits | 
         end = time.monotonic() + limits.submission_timeout
         judges = JudgePool(assignment, limits, setup, end, limits.judges_for(concurrent), stack)
         if text is not None:
+            judges.start_early()
             problems += _export_and_judge(jobs, assignment, submission, text, limits, setup, end,
                                           judges, results, timings, keep_artifacts, prepared.take_export())
         for job in jobs:

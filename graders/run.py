@@ -15,7 +15,7 @@ from .results import SubmissionResult
 from .settings import Limits
 
 if TYPE_CHECKING:
-    from .harness import Prepared
+    from .supervisor import Prepared
 
 GRADERS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,25 +34,29 @@ class GradingRequest:
     concurrent: int = 1
     trusted_folder: str | None = None
     prepared: "Prepared | None" = None
-    """The grading's uid, folder and export worker, made before pytest started (`harness.Prepared`)."""
+    """The grading's uid, folder and export worker, made before pytest started (`supervisor.Prepared`)."""
     result: SubmissionResult | None = None
 
 
 def grade(submission: str, assignment: str, *, limits: Limits | None = None, only: list[str] | None = None,
-          concurrent: int = 1, trusted_folder: str | None = None) -> SubmissionResult:
+          concurrent: int = 1, trusted_folder: str | None = None,
+          prepared: "Prepared | None" = None) -> SubmissionResult:
     """Grade one submission with `graders/test_<assignment>.py` (its cases and custom checks).
     `concurrent`: gradings sharing this machine; `trusted_folder`: where the file must be
-    reached from without links (see `graders.files.read_submission`)."""
-    import pytest
+    reached from without links (see `graders.files.read_submission`); `prepared`: the
+    grading's export worker started ahead (`supervisor.Prepared`, with these limits; closed
+    here), else one is started first thing."""
+    from .supervisor import Prepared
 
-    from .harness import Prepared
+    limits = limits or (prepared.limits if prepared else Limits())
+    with prepared or Prepared(limits) as prepared:  # the export worker starts while pytest loads and collects
+        import pytest
 
-    module = os.path.join(GRADERS_DIR, f"test_{assignment}.py")
-    limits = limits or Limits()
-    # No plugin but the request: other installed plugins (anyio's, ...) cost 0.2 s a grading.
-    args = [module, "-o", "addopts=", "--disable-plugin-autoload", "-p", "no:cacheprovider", "-p", "no:terminal",
-            f"--rootdir={os.path.dirname(GRADERS_DIR)}", *(f"--only={name}" for name in only or ())]
-    with Prepared(limits) as prepared:  # the export worker starts while pytest collects
+        module = os.path.join(GRADERS_DIR, f"test_{assignment}.py")
+        # No plugin but the request: other installed plugins (anyio's, ...) cost 0.2 s a grading.
+        args = [module, "-o", "addopts=", "--disable-plugin-autoload", "-p", "no:cacheprovider",
+                "-p", "no:terminal", f"--rootdir={os.path.dirname(GRADERS_DIR)}",
+                *(f"--only={name}" for name in only or ())]
         request = GradingRequest(os.path.abspath(submission), limits, concurrent, trusted_folder, prepared)
         code = pytest.main(args, plugins=[request])
     if request.result is None:

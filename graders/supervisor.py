@@ -19,15 +19,24 @@ import queue
 import selectors
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .cgroups import WorkerCgroup
-from .sandbox import DEBUG_VARIABLE, Isolation, Resources, host_env, isolated, kill_user, limited
+from .sandbox import (DEBUG_VARIABLE, Isolation, Resources, Slot, choose_isolation, host_env, isolated,
+                      kill_user, limited, python_command)
 from .sandboxed.protocol import MAX_LINE_BYTES, ProtocolError, read_event
 
+if TYPE_CHECKING:
+    from .settings import Limits
+
 log = logging.getLogger(__name__)
+EXPORT_COMMAND = python_command("graders.sandboxed.export:main")
+JUDGE_COMMAND = python_command("graders.sandboxed.judge:main")
 
 
 class Stop(enum.Enum):
@@ -152,6 +161,40 @@ class WorkerProcess:
         """Stop a worker started early that was never needed."""
         if self.popen.returncode is None:
             self.stop(False)
+
+
+class Prepared:
+    """A grading's own uid, work folder and export worker, made before it knows its submission:
+    the worker's Python and JAX start-up (half a second) overlaps what the grading process does
+    first (importing the contracts and pytest, collecting the graders, the hidden cases). It
+    lives here, apart from those imports, so that `python -m graders` can make it first;
+    `graders.run.grade` passes it on and `harness.grade_submission(prepared=...)` uses it;
+    closing it stops a worker nobody used and frees the uid and the folder."""
+
+    def __init__(self, limits: "Limits"):
+        self.limits = limits
+        self.isolation = choose_isolation(limits.sandbox)
+        self._stack = ExitStack()
+        try:
+            uid = self._stack.enter_context(Slot()).uid
+            work = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="grade-"))
+            self.setup = WorkerSetup(Resources.of(limits), self.isolation, uid, work, {}, limits.max_strikes)
+            self._export: WorkerProcess | None = WorkerProcess(EXPORT_COMMAND, self.setup)
+            self._stack.callback(self._export.abandon)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def take_export(self) -> WorkerProcess | None:
+        """The export worker started early, once (a second grading starts its own)."""
+        export, self._export = self._export, None
+        return export
+
+    def __enter__(self) -> "Prepared":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
 
 
 # --- one attempt: reading a process's events --------------------------------------------------

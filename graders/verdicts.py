@@ -64,29 +64,36 @@ def key(assignment: str, part: str, case: dict, seed: int, artifact: bytes) -> s
     return hashlib.sha256(head.encode() + b"\0" + artifact).hexdigest()
 
 
-def _path(folder: str, k: str) -> str:
-    return os.path.join(folder, k[:2], k + ".json")
+def _path(folder: str, assignment: str, k: str) -> str:
+    return os.path.join(folder, assignment, k[:2], k + ".json")
 
 
-def load(k: str) -> dict | None:
-    """The stored judge event for key `k`, or None."""
+def holds_any(assignment: str) -> bool:
+    """Could the cache serve any verdict of `assignment`? (False when it is off or has never
+    stored one: the grading then starts its judges at once, not at its first miss.)"""
+    folder = cache_dir()
+    return folder is not None and os.path.isdir(os.path.join(folder, assignment))
+
+
+def load(assignment: str, k: str) -> dict | None:
+    """The stored judge event of `assignment` for key `k`, or None."""
     folder = cache_dir()
     if folder is None:
         return None
     try:
-        with open(_path(folder, k), encoding="utf-8") as f:
+        with open(_path(folder, assignment, k), encoding="utf-8") as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
 
 
-def store(k: str, event: dict) -> None:
+def store(assignment: str, k: str, event: dict) -> None:
     """Store a judge's verdict (as JSON) atomically, if its program ran (see the module's
     docstring); a failure to write only costs speed."""
     folder = cache_dir()
     if folder is None or not event.get("ran"):
         return
-    path = _path(folder, k)
+    path = _path(folder, assignment, k)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")

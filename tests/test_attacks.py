@@ -496,7 +496,7 @@ def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkey
     assert stored() == len(solution.part("shard_average_jit").cases)
 
 
-def test_the_cache_key_covers_everything_a_verdict_depends_on(monkeypatch):
+def test_the_cache_key_covers_everything_a_verdict_depends_on(monkeypatch, tmp_path):
     """Does the key change with the artifact, the case, the seed, and with the judging code, the
     JAX and jaxlib versions and the judges' XLA flags?"""
     from graders import verdicts
@@ -514,5 +514,10 @@ def test_the_cache_key_covers_everything_a_verdict_depends_on(monkeypatch):
         monkeypatch.undo()
     verdicts.judging_digest.cache_clear()
     assert len({base, *others}) == 1 + len(others)
-    verdicts.store("0" * 64, {"values_ok": True, "rule_ok": True, "problems": [], "ran": False})
-    assert verdicts.load("0" * 64) is None  # a failure to run is never stored
+    monkeypatch.setenv(verdicts.VARIABLE, str(tmp_path))
+    assert not verdicts.holds_any("problem1")  # so a grading starts its judges with the export
+    verdicts.store("problem1", base, {"values_ok": True, "rule_ok": True, "problems": [], "ran": False})
+    assert verdicts.load("problem1", base) is None and not verdicts.holds_any("problem1")  # a failure to run is never stored
+    verdicts.store("problem1", base, {"values_ok": True, "rule_ok": True, "problems": [], "ran": True})
+    assert verdicts.load("problem1", base)["ran"] and verdicts.holds_any("problem1")
+    assert verdicts.load("problem2", base) is None and not verdicts.holds_any("problem2")

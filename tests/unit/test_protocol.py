@@ -287,6 +287,6 @@ def test_a_judge_threads_own_failure_fails_the_grading(monkeypatch):
     monkeypatch.setattr(harness, "WorkerProcess", lambda command, setup: None)
     with ExitStack() as stack:
         pool = harness.JudgePool(get_assignment("problem1"), Limits(), setup_for([]), time.monotonic() + 30, 1, stack)
-        pool._start()
+        pool.start()
         with pytest.raises(RuntimeError, match="a judge of the graders failed: .*Resource temporarily unavailable"):
             pool.finish()
