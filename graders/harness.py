@@ -107,9 +107,10 @@ class JudgePool:
     `submit(job, export_event)` gives a verdict from the cache, or queues the case for a
     judge: cases with the same artifact on the same mesh go to the same judge (they share
     one compiled program), a new program to the judge with the fewest programs to compile.
-    The judges start with the export when the cache holds no verdict of the assignment (so
-    their start-up overlaps the export's), else at the first case the cache misses (a
-    submission served whole from the cache starts none); `finish()` closes their queues and
+    When the cache holds no verdict of the assignment, one judge starts with the export (its
+    start-up overlaps the export's; one, not all, so a submission that never exports a case
+    wastes little); the judges start (the others) at the first case the cache misses, so a
+    submission served whole from the cache starts none. `finish()` closes their queues and
     waits for their verdicts."""
 
     def __init__(self, assignment: Assignment, limits: Limits, setup: WorkerSetup, end: float,
@@ -142,15 +143,14 @@ class JudgePool:
         self.streams[self.affinity[program]].put(job.id, job_text(_judge_job(job, export, self.assignment)))
 
     def start_early(self) -> None:
-        """Start the judges now if the cache cannot serve this assignment (see the class)."""
+        """Start one judge now if the cache cannot serve this assignment (see the class)."""
         if not verdicts.holds_any(self.assignment.name):
-            self.start()
+            self.start(1)
 
-    def start(self) -> None:
-        if self.streams:
-            return
+    def start(self, count: int | None = None) -> None:
+        """Start judges until `count` (all of them by default) are running."""
         header = request_text("judge", assignment=self.assignment.name)
-        for _ in range(self.count):
+        while len(self.streams) < min(count or self.count, self.count):
             uid = self.stack.enter_context(Slot()).uid  # each judge a uid of its own: a sweep spares the others
             setup = dataclasses.replace(self.setup, uid=uid)
             started = WorkerProcess(JUDGE_COMMAND, setup)  # its JAX start-up overlaps the export
@@ -160,7 +160,7 @@ class JudgePool:
             self.load.append(0)
             self.threads.append(thread)
             thread.start()
-        log.debug("started %d judge(s)", self.count)
+            log.debug("started judge %d of %d", len(self.streams), self.count)
 
     def _judge(self, header: str, stream: JobStream, setup: WorkerSetup, started: WorkerProcess) -> None:
         try:

@@ -12,6 +12,7 @@ holds links is refused: every grade cell says so, with 0, and nothing the links 
 from __future__ import annotations
 
 import os
+import time
 
 import nbformat
 from nbgrader.coursedir import CourseDirectory
@@ -74,7 +75,10 @@ class FillGradeCells(NbGraderPreprocessor):
             if refused:
                 nb.cells = [nbformat.v4.new_markdown_cell(f"**Not graded:** {refused}")]
                 raise NotASubmission(refused)
+            started = time.perf_counter()
             result = self.grade(info)
+            self.log.info("graded %s's %s: %g/%g in %.2f s", info.get("student"), info.get("assignment"),
+                          result.score, result.max_score, time.perf_counter() - started)
             self.record(result, info)
             parts = {p.name: p for p in result.parts}
             failure = None
