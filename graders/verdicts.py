@@ -70,7 +70,7 @@ def _path(folder: str, assignment: str, k: str) -> str:
 
 def holds_any(assignment: str) -> bool:
     """Could the cache serve any verdict of `assignment`? (False when it is off or has never
-    stored one: the grading then starts its judges at once, not at its first miss.)"""
+    stored one: a grading then starts a judge with its export, not at its first miss.)"""
     folder = cache_dir()
     return folder is not None and os.path.isdir(os.path.join(folder, assignment))
 
