@@ -149,8 +149,11 @@ class JudgePool:
 
     def start(self, count: int | None = None) -> None:
         """Start judges until `count` (all of them by default) are running."""
+        wanted = min(count or self.count, self.count)
+        if len(self.streams) >= wanted:  # every case that misses the cache comes here
+            return
         header = request_text("judge", assignment=self.assignment.name)
-        while len(self.streams) < min(count or self.count, self.count):
+        while len(self.streams) < wanted:
             uid = self.stack.enter_context(Slot()).uid  # each judge a uid of its own: a sweep spares the others
             setup = dataclasses.replace(self.setup, uid=uid)
             started = WorkerProcess(JUDGE_COMMAND, setup)  # its JAX start-up overlaps the export
