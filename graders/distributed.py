@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shlex
 import socket
 import subprocess
@@ -80,10 +81,31 @@ def _run_sandboxed(command: list[str], work: str, timeout: float, isolation, res
 
 
 def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on the loopback interface that nothing listens on right now.
+
+    Chosen below the kernel's ephemeral range (Linux: 32768-60999), not by binding port 0:
+    a port the kernel hands out may be handed out again, to anything that binds port 0 (a
+    Jupyter kernel's sockets, another test's server) before our server binds it.
+    """
+    low = _ephemeral_low()
+    for _ in range(200):
+        start = max(1024, low - 12000)
+        port = start + secrets.randbelow(low - start)  # not `random`: a test may have seeded it
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free TCP port found on 127.0.0.1 below {low}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return max(2048, int(f.read().split()[0]))
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_devices: int = 4,

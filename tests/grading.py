@@ -15,6 +15,10 @@ from graders.results import SubmissionResult
 from graders.settings import Limits
 
 _GRADED: dict[tuple, SubmissionResult] = {}
+CONCURRENT = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+"""Gradings sharing the machine: one per xdist worker (`make test` runs 3 on 2 cores). The
+harness sizes each grading's judges by it, as a batch does (`Limits.judges_for`): a second
+judge per grading would only add its start-up to a machine that is already busy."""
 
 
 def load_module(path: str):
@@ -34,7 +38,7 @@ def graded(path: str, assignment: str, limits: Limits | None = None,
         digest = hashlib.sha256(f.read()).hexdigest()
     key = (digest, os.path.splitext(path)[1], assignment, limits.key(), tuple(only or ()))
     if key not in _GRADED:
-        _GRADED[key] = grade_submission(path, assignment, limits=limits, only=only)
+        _GRADED[key] = grade_submission(path, assignment, limits=limits, only=only, concurrent=CONCURRENT)
     return _GRADED[key]
 
 
