@@ -2,10 +2,15 @@
 # project's files on first use (pip install -e .), then runs.
 #   make demo    release problem1, autograde sample submissions with nbgrader, print the gradebook
 #   make test    the kit's whole test suite
-# PYTHON picks the interpreter (default: Python 3.11); VENV the environment's folder.
+# PYTHON_VERSION picks the stack (3.11, the default, or 3.12), found on PATH or in pyenv's
+# versions (.ci/find-python); PYTHON an interpreter by path instead; VENV the environment's folder
+# (.venv for 3.11, .venv312 for 3.12).
 
-PYTHON ?= $(shell .ci/find-python 3.11)
-VENV ?= .venv
+PYTHON_VERSION ?= 3.11
+ifndef PYTHON
+PYTHON := $(shell .ci/find-python $(PYTHON_VERSION))
+endif
+VENV ?= $(if $(filter 3.11,$(PYTHON_VERSION)),.venv,.venv$(subst .,,$(PYTHON_VERSION)))
 BIN := $(VENV)/bin
 
 .PHONY: demo test test-fast venv clean
@@ -13,6 +18,7 @@ BIN := $(VENV)/bin
 # bubblewrap is the sandbox student code runs in (graders/sandbox.py); setpriv/prlimit come
 # with util-linux.
 $(BIN)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "make: no Python $(PYTHON_VERSION) (see find-python's message above)"; exit 1; }
 	.ci/system-packages bubblewrap:bwrap util-linux:setpriv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

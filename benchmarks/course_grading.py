@@ -10,7 +10,8 @@ noisy: compare ratios within one run; the load average is printed as each sectio
    compiles each distinct program once and runs every hidden case), medians of --repeats,
    the kit's ratio to the floor, and where the kit's time went (its own phase timings).
 2. `nbgrader autograde` of one problem1 solution notebook against `python -m graders` on
-   the same notebook, alternating.
+   the same notebook, alternating; then a class of them (4 with --quick, else 10) in one
+   `nbgrader autograde` against `python -m graders` on each.
 3. A realistic class per assignment (`benchmarks/realistic_class.py`: each function the
    solution's or the sample mistake's, with scratch cells, renamed helpers, comments and
    moved cells), graded by `graders.batch --workers 2` with the verdict cache off, then
@@ -144,6 +145,35 @@ def nbgrader_against_graders(repeats: int) -> None:
     nbgrader_startup(repeats)
 
 
+def nbgrader_class(students: int) -> None:
+    """A class, as a course autogrades one: `nbgrader autograde problem1` over `students`
+    solution notebooks (one nbgrader process; cache off, so each is graded) against
+    `python -m graders` on each of them, one after the other. nbgrader's start-up is paid
+    once per command, not once per student."""
+    from graders.build import nbgrader
+    from graders.demo import prepare_course
+
+    os.environ["KIT_VERDICT_CACHE"] = "off"
+    with tempfile.TemporaryDirectory(prefix="bench-class-") as course:
+        prepare_course("problem1", course)
+        notebooks = []
+        for i in range(students):
+            folder = os.path.join(course, "submitted", f"student{i:02d}", "problem1")
+            os.makedirs(folder)
+            notebooks.append(os.path.join(folder, "problem1.ipynb"))
+            shutil.copy(os.path.join(ROOT, "solutions", "problem1", "problem1.ipynb"), notebooks[-1])
+        started = time.perf_counter()
+        log = nbgrader(["autograde", "problem1", "--force"], course).stderr
+        autograde = time.perf_counter() - started
+        graded = len(re.findall(r"graded student\d+'s problem1: 10/10", log))
+        assert graded == students, log[-3000:]
+        graders = sum(timed([sys.executable, "-m", "graders", path, "-a", "problem1", "--quiet"],
+                            cache_env("off"))[0] for path in notebooks)
+    print(f"  {students} students: nbgrader autograde {autograde:.1f} s ({autograde / students:.2f} s a student), "
+          f"python -m graders on each {graders:.1f} s ({graders / students:.2f} s a student): "
+          f"{autograde / graders:.2f}x")
+
+
 def nbgrader_startup(repeats: int) -> None:
     """What `import nbgrader` costs every nbgrader command, and how much of it is jsonschema's
     optional IRI checker (`rfc3987_syntax`, which builds a grammar when imported), measured
@@ -273,6 +303,8 @@ def main() -> int:
         if "nbgrader" not in args.skip:
             print(f"2. nbgrader autograde against python -m graders, problem1 solution notebook; {load()}")
             nbgrader_against_graders(args.repeats)
+            print(f"   and a class: one nbgrader autograde against python -m graders on each; {load()}")
+            nbgrader_class(4 if args.quick else 10)
         classes = {}
         if "class" not in args.skip:
             print(f"3. a realistic class of {args.students}, graders.batch --workers 2; {load()}")
