@@ -37,7 +37,7 @@ from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, enco
                                  read_event, request_text)
 from .settings import DEVICES, Limits
 from .setup_cells import SETUP_CELLS
-from .supervisor import (EXPORT_COMMAND, JUDGE_COMMAND, Deadlines, JobStream, Prepared, WorkerProcess,
+from .supervisor import (EXPORT_COMMAND, JUDGE_COMMAND, Deadlines, JobBoard, Prepared, WorkerProcess,
                          WorkerSetup, run_stream, run_worker)
 
 log = logging.getLogger(__name__)
@@ -104,14 +104,14 @@ def _export_request(jobs: list[_Job], assignment: Assignment, name: str, text: s
 class JudgePool:
     """The judges of one grading, fed each artifact as the export produces it.
 
-    `submit(job, export_event)` gives a verdict from the cache, or queues the case for a
-    judge: cases with the same artifact on the same mesh go to the same judge (they share
-    one compiled program), a new program to the judge with the fewest programs to compile.
-    When the cache holds no verdict of the assignment, one judge starts with the export (its
-    start-up overlaps the export's; one, not all, so a submission that never exports a case
-    wastes little); the judges start (the others) at the first case the cache misses, so a
-    submission served whole from the cache starts none. `finish()` closes their queues and
-    waits for their verdicts."""
+    `submit(job, export_event)` gives a verdict from the cache, or puts the case on the
+    judges' board (`JobBoard`), where the first judge that is ready and idle takes it; cases
+    with the same artifact on the same mesh go to the judge that took the first of them (they
+    share one compiled program). When the cache holds no verdict of the assignment, one judge
+    starts with the export (its start-up overlaps the export's; one, not all, so a
+    submission that never exports a case wastes little); the others start at the first case
+    the cache misses, and join in when they are ready, so a submission served whole from the
+    cache starts none. `finish()` closes the board and waits for their verdicts."""
 
     def __init__(self, assignment: Assignment, limits: Limits, setup: WorkerSetup, end: float,
                  count: int, stack: ExitStack):
@@ -120,10 +120,8 @@ class JudgePool:
         self.results: dict[str, dict] = {}
         self.events: list[dict] = []
         self.keys: dict[str, str] = {}
-        self.streams: list[JobStream] = []
+        self.board = JobBoard()
         self.threads: list[threading.Thread] = []
-        self.load: list[int] = []
-        self.affinity: dict[tuple, int] = {}
         self.failures: list[BaseException] = []
         self.lock = threading.Lock()
 
@@ -137,10 +135,7 @@ class JudgePool:
                 return
         self.start()
         program = (export["artifact"] if not job.part.eager else job.id, tuple(job.case.mesh))
-        if program not in self.affinity:
-            self.affinity[program] = min(range(len(self.streams)), key=self.load.__getitem__)
-            self.load[self.affinity[program]] += 1
-        self.streams[self.affinity[program]].put(job.id, job_text(_judge_job(job, export, self.assignment)))
+        self.board.put(job.id, job_text(_judge_job(job, export, self.assignment)), program)
 
     def start_early(self) -> None:
         """Start one judge now if the cache cannot serve this assignment (see the class)."""
@@ -150,29 +145,26 @@ class JudgePool:
     def start(self, count: int | None = None) -> None:
         """Start judges until `count` (all of them by default) are running."""
         wanted = min(count or self.count, self.count)
-        if len(self.streams) >= wanted:  # every case that misses the cache comes here
+        if len(self.threads) >= wanted:  # every case that misses the cache comes here
             return
         header = request_text("judge", assignment=self.assignment.name)
-        while len(self.streams) < wanted:
+        while len(self.threads) < wanted:
             uid = self.stack.enter_context(Slot()).uid  # each judge a uid of its own: a sweep spares the others
             setup = dataclasses.replace(self.setup, uid=uid)
             started = WorkerProcess(JUDGE_COMMAND, setup)  # its JAX start-up overlaps the export
-            stream = JobStream()
-            thread = threading.Thread(target=self._judge, args=(header, stream, setup, started), daemon=True)
-            self.streams.append(stream)
-            self.load.append(0)
+            thread = threading.Thread(target=self._judge, args=(header, len(self.threads), setup, started),
+                                      daemon=True)
             self.threads.append(thread)
             thread.start()
-            log.debug("started judge %d of %d", len(self.streams), self.count)
+            log.debug("started judge %d of %d", len(self.threads), self.count)
 
-    def _judge(self, header: str, stream: JobStream, setup: WorkerSetup, started: WorkerProcess) -> None:
+    def _judge(self, header: str, worker: int, setup: WorkerSetup, started: WorkerProcess) -> None:
         try:
-            run = run_stream(JUDGE_COMMAND, header, stream, kind="judge", deadlines=self.deadlines,
-                             setup=setup, started=started)
+            run = run_stream(JUDGE_COMMAND, header, self.board, kind="judge", deadlines=self.deadlines,
+                             setup=setup, worker=worker, started=started)
         except BaseException as e:  # the graders' own failure: `finish` raises it in the grading's thread
             with self.lock:
                 self.failures.append(e)
-            stream.close()
             return
         with self.lock:
             self.results.update(run.results)
@@ -182,11 +174,10 @@ class JudgePool:
                 verdicts.store(self.assignment.name, self.keys[case], _stored(event))
 
     def finish(self) -> None:
-        """Close the queues, wait for the judges; a judge thread's own exception (a bug of the
+        """Close the board, wait for the judges; a judge thread's own exception (a bug of the
         graders, never the submission's doing) is raised here, so that the grading fails
         loudly instead of scoring the unjudged cases as the submission's failures."""
-        for stream in self.streams:
-            stream.close()
+        self.board.close()
         for thread in self.threads:
             thread.join()
         if self.failures:

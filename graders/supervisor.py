@@ -3,8 +3,9 @@ when a deadline passes or it breaks the protocol, and decide whom each failure c
 
 Two ways to feed a worker:
 - `run_worker`: one request, written whole (the export worker: the submission and its cases);
-- `run_stream`: a header, then one job at a time as they arrive from a `JobStream` (a judge:
-  each artifact as soon as the export produced it, so compiling overlaps tracing).
+- `run_stream`: a header, then one job at a time from a `JobBoard` that several workers
+  share (the judges: each artifact goes on the board as soon as the export produced it, so
+  compiling overlaps tracing, and the first judge free takes it).
 Either way a worker that dies or is stopped on a case costs that case (a strike for its
 function; after `max_strikes`, that function's other cases are not run), one killed from
 outside the sandbox is retried once, a new process takes over the cases left, and the
@@ -228,15 +229,16 @@ class Attempt:
         elif kind == "finished":
             self.finished = True
             run.events.append(event)
-        elif kind != "progress":
+        elif kind not in ("progress", "ready"):
             run.events.append(event)
 
 
 def read_events(process: WorkerProcess, attempt: Attempt, run: WorkerRun, known, kind: str,
-                deadlines: Deadlines, on_result=None, busy=lambda: True) -> None:
+                deadlines: Deadlines, on_event=None, busy=lambda: True) -> None:
     """Read and validate the worker's events until it ends, or a deadline or a violation stops
-    it. `known()` gives the case ids it may speak of; the stall deadline counts only while
-    `busy()` (a judge waiting for its next job is not stalled)."""
+    it. `known()` gives the case ids it may speak of; `on_event(event)` sees each validated
+    event; the stall deadline counts only while `busy()` (a judge waiting for its next job is
+    not stalled)."""
     selector = selectors.DefaultSelector()
     selector.register(process.popen.stdout, selectors.EVENT_READ)
     buffer, last_event = b"", time.monotonic()
@@ -270,8 +272,8 @@ def read_events(process: WorkerProcess, attempt: Attempt, run: WorkerRun, known,
                 except ProtocolError as e:
                     attempt.stop, attempt.violation = Stop.VIOLATION, str(e)
                     return
-                if on_result and event["event"] == "case":
-                    on_result(event)
+                if on_event:
+                    on_event(event)
                 last_event = time.monotonic()
     finally:
         selector.close()
@@ -394,7 +396,8 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
         started = None
         process.write(request_for(sorted(run.results)))
         process.close_input()
-        read_events(process, attempt, run, lambda: case_ids, kind, deadlines, on_result)
+        read_events(process, attempt, run, lambda: case_ids, kind, deadlines,
+                    on_event=lambda e: on_result and e["event"] == "case" and on_result(e))
         _finish(process, attempt, run, strikes, [i for i in case_ids if i not in run.results],
                 deadlines, setup.resources)
     return run
@@ -403,47 +406,95 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
 _CLOSED = object()
 
 
-class JobStream:
-    """Jobs for one streamed worker, put while they are produced: `put(case_id, line)` each,
-    then `close()`."""
+class JobBoard:
+    """Jobs for a set of streamed workers (a grading's judges), put while they are produced
+    (`put`, then `close`), each taken by the first worker that is free (`take`). A job may
+    name its `program` (what a worker compiles: an artifact on a mesh): the program then
+    belongs to the worker that took its first job, and its other jobs wait for that worker,
+    so that it is compiled once."""
 
     def __init__(self):
-        self._queue: queue.Queue = queue.Queue()
+        self._changed = threading.Condition()
+        self._waiting: list[tuple[object, str, str]] = []  # (program, case id, line), oldest first
+        self._owner: dict[object, int] = {}
+        self._closed = False
 
-    def put(self, case_id: str, line: str) -> None:
-        self._queue.put((case_id, line))
+    def put(self, case_id: str, line: str, program: object = None) -> None:
+        with self._changed:
+            self._waiting.append((program if program is not None else case_id, case_id, line))
+            self._changed.notify_all()
 
     def close(self) -> None:
-        self._queue.put(_CLOSED)
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
-    def get(self, timeout: float):
-        """The next (case id, line), `_CLOSED` at the end, or None if none came in `timeout`."""
-        try:
-            return self._queue.get(timeout=timeout)
-        except queue.Empty:
-            return None
+    def take(self, worker: int, timeout: float):
+        """The next (case id, line) for `worker`: a job of a program it owns, else the oldest
+        job of a program nobody owns yet (which it then owns); `_CLOSED` when the board is
+        closed and holds nothing it may take; None if nothing came in `timeout`."""
+        with self._changed:
+            job = self._changed.wait_for(lambda: self._next(worker), timeout)
+            return job if job is not None else None
+
+    def _next(self, worker: int):
+        mine = [i for i, (p, _, _) in enumerate(self._waiting) if self._owner.get(p) == worker]
+        free = [i for i, (p, _, _) in enumerate(self._waiting) if p not in self._owner]
+        if not (mine or free):
+            return _CLOSED if self._closed else None
+        program, case_id, line = self._waiting.pop((mine or free)[0])
+        self._owner.setdefault(program, worker)
+        return case_id, line
 
 
 class _Feeder(threading.Thread):
     """Writes one worker process's jobs while the supervisor reads its events (a blocked write
-    must never stop the reading): the jobs to resend first, then the stream's, until the
-    stream closes or the process goes away."""
+    must never stop the reading). Once the process says it is ready, it writes one job at a
+    time, the next when the process has answered the last: the jobs to resend first, then
+    the board's, until the board closes or the process goes away. So a job waits on the
+    board, where any free worker can take it, never behind a worker still starting or busy."""
 
-    def __init__(self, process: WorkerProcess, header: str, resend: list, stream: JobStream,
+    def __init__(self, process: WorkerProcess, header: str, resend: list, board: JobBoard, worker: int,
                  run: WorkerRun, strikes: Strikes, sent: dict):
         super().__init__(daemon=True)
-        self.process, self.header, self.resend, self.stream = process, header, resend, stream
+        self.process, self.header, self.resend, self.board, self.worker = process, header, resend, board, worker
         self.run_, self.strikes, self.sent = run, strikes, sent
         self.closed = False
-        """The stream ended and every job went to this process."""
-        self.halt = threading.Event()
+        """The board closed and every job went to this process."""
+        self.ready = False
+        self.outstanding: set[str] = set()
+        """Case ids written to this process and not yet answered."""
+        self.halted = False
+        self.changed = threading.Condition()
+
+    def note(self, event: dict) -> None:
+        """An event of this process (from the reading thread)."""
+        with self.changed:
+            if event["event"] == "ready":
+                self.ready = True
+            elif event["event"] == "case":
+                self.outstanding.discard(event["id"])
+            self.changed.notify_all()
+
+    def halt(self) -> None:
+        with self.changed:
+            self.halted = True
+            self.changed.notify_all()
+
+    def busy(self) -> bool:
+        """Starting, or holding a job: the stall deadline counts (not while it waits for work)."""
+        return not self.ready or bool(self.outstanding)
 
     def run(self) -> None:
         if not self.process.write(self.header):
             return
         backlog = list(self.resend)
-        while not self.halt.is_set():
-            item = backlog.pop(0) if backlog else self.stream.get(timeout=0.2)
+        while True:
+            with self.changed:
+                self.changed.wait_for(lambda: self.halted or (self.ready and not self.outstanding))
+                if self.halted:
+                    return
+            item = backlog.pop(0) if backlog else self.board.take(self.worker, timeout=0.2)
             if item is None:
                 continue
             if item is _CLOSED:
@@ -456,48 +507,64 @@ class _Feeder(threading.Thread):
                 self.run_.results.setdefault(case_id, failure(case_id, why))
                 continue
             self.sent[case_id] = line
+            with self.changed:
+                self.outstanding.add(case_id)
             if not self.process.write(line):
                 return  # gone: the next process gets what is left in `sent`
 
 
-def run_stream(command: list[str], header: str, stream: JobStream, *, kind: str,
-               deadlines: Deadlines, setup: WorkerSetup, started: WorkerProcess | None = None,
+class WorkerNeverReady(RuntimeError):
+    """A streamed worker ended twice before saying it was ready: it runs no student program
+    before then, so this is the graders' failure (a broken installation), not the submission's."""
+
+
+def run_stream(command: list[str], header: str, board: JobBoard, *, kind: str, deadlines: Deadlines,
+               setup: WorkerSetup, worker: int = 0, started: WorkerProcess | None = None,
                on_result=None) -> WorkerRun:
-    """Run a worker fed job by job from `stream` until it is closed and every job it held
-    has a result. `started`: its first process, started earlier so that its start-up
-    overlapped other work."""
+    """Run worker number `worker` of `board`'s workers, fed job by job, until the board is
+    closed and every job it took has a result. `started`: its first process, started earlier
+    so that its start-up overlapped other work."""
     run, strikes = WorkerRun(), Strikes(setup)
     sent: dict[str, str] = {}  # case id -> job line, for every job written to some process
-    closed = False
+    closed, never_ready = False, 0
     while True:
         unanswered = [i for i in sent if i not in run.results]  # no feeder runs here
         if closed and not unanswered:
             return run
         if time.monotonic() > deadlines.end:
-            _drain(stream, run, closed, unanswered)
+            _drain(board, worker, run, closed, unanswered)
             return run
         process, attempt = started or WorkerProcess(command, setup), Attempt()
         started = None
         resend = [(i, sent[i]) for i in unanswered] + ([_CLOSED] if closed else [])
-        feeder = _Feeder(process, header, resend, stream, run, strikes, sent)
+        feeder = _Feeder(process, header, resend, board, worker, run, strikes, sent)
         feeder.start()
+
+        def note(event, feeder=feeder):
+            feeder.note(event)
+            if on_result and event["event"] == "case":
+                on_result(event)
+
         # The feeder adds to `sent` while these read it: each reads a snapshot (`list(sent)`,
         # one step under the GIL), never the dict while it grows.
-        read_events(process, attempt, run, lambda: list(sent), kind, deadlines, on_result,
-                    busy=lambda: any(i not in run.results for i in list(sent)))
-        feeder.halt.set()
+        read_events(process, attempt, run, lambda: list(sent), kind, deadlines, on_event=note, busy=feeder.busy)
+        feeder.halt()
         _finish(process, attempt, run, strikes, [i for i in list(sent) if i not in run.results],
                 deadlines, setup.resources)
         feeder.join()
         closed = closed or feeder.closed
+        never_ready = 0 if feeder.ready else never_ready + 1
+        if never_ready == 2 and attempt.stop is not Stop.BUDGET:
+            raise WorkerNeverReady(f"the {kind} stopped twice before it was ready "
+                                   f"({ending(attempt, process.popen.returncode, False, setup.resources, deadlines).message})")
 
 
-def _drain(stream: JobStream, run: WorkerRun, closed: bool, unanswered: list[str]) -> None:
+def _drain(board: JobBoard, worker: int, run: WorkerRun, closed: bool, unanswered: list[str]) -> None:
     """The budget is gone: every job held or still to come fails with that reason."""
     message = NOT_GRADED
     run.fail(unanswered, message)
     while not closed:
-        item = stream.get(timeout=1.0)
+        item = board.take(worker, timeout=1.0)
         if item is _CLOSED or item is None:
             closed = item is _CLOSED or closed
             if item is None:

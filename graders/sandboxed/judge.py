@@ -4,8 +4,10 @@ It runs programs made by student code, which may loop forever, exhaust memory, o
 bytes a submission chose; so it runs in the same sandbox as the export worker
 (`graders.sandbox`), with no access to the graders or the hidden secret. It reads a header
 line, then one job per line (a case's artifact, or an eager part's report, and its hidden
-inputs) as the parent sends them, each as soon as the export produced it, and answers each
-with one JSON line (`graders.sandboxed.protocol`), until its stdin closes. Its messages never
+inputs) as the parent sends them, and answers each with one JSON line
+(`graders.sandboxed.protocol`), until its stdin closes. It says "ready" when JAX has started:
+the parent gives a job only to a judge that is ready and idle, so a judge that starts late
+takes what is left instead of holding jobs the others could have judged. Its messages never
 quote a value of the hidden inputs, and it reports no array data.
 """
 from __future__ import annotations
@@ -106,6 +108,7 @@ def main() -> int:
     # JAX and its devices start before the header is read: the grader starts judges while
     # the export still runs, and their start-up overlaps it.
     setup_devices()  # the runtime's device count (assignments.devices.DEFAULT_DEVICES)
+    emit(event="ready")
     header = read_request(sys.stdin.readline(), "judge")
     assignment = get_assignment(header["assignment"])
     timings: dict[str, float] = {}

@@ -3,9 +3,10 @@
 Both workers speak JSON lines: requests on stdin, one event per line on stdout.
 - The export worker (which runs student code) reads one request line: the submission and
   every case to export.
-- The judge (which runs programs compiled from it) reads a header line naming the
-  assignment, then one job line per case as the parent sends them (each as soon as the
-  export produced its artifact), until its stdin closes.
+- The judge (which runs programs compiled from it) says "ready" once JAX and its devices
+  have started, reads a header line naming the assignment, then one job line per case as the
+  parent sends them (one at a time: the next when it has answered the last), until its stdin
+  closes.
 Both sides import this module, so the message shapes live here once.
 
 Nothing a worker writes is trusted: the export worker's process runs student code, which can
@@ -23,7 +24,7 @@ import json
 import math
 from typing import Any
 
-VERSION = 2
+VERSION = 3
 """Bumped whenever a request or an event changes shape; a worker refuses another version."""
 
 MAX_TEXT = 2000
@@ -214,6 +215,8 @@ def read_event(line: bytes, known: set[str], kind: str) -> dict:
         return {"event": "progress"}
     if name == "start":
         return {"event": "start", "id": _case_id(event, known)}
+    if name == "ready" and kind == "judge":
+        return {"event": "ready"}
     if name == "loaded" and kind == "export":
         return {"event": "loaded", "problems": _texts(event.get("problems"), "problems"),
                 "run_submission_s": _seconds(event.get("run_submission_s"), "run_submission_s")}

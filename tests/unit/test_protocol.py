@@ -14,7 +14,7 @@ import pytest
 
 from graders.sandbox import Isolation, Resources
 from graders.sandboxed.protocol import MAX_TEXT, ProtocolError, decode_tree, encode_tree, job_text, read_event
-from graders.supervisor import (Deadlines, JobStream, WorkerProcess, WorkerSetup, ending, Attempt,
+from graders.supervisor import (Deadlines, JobBoard, WorkerNeverReady, WorkerProcess, WorkerSetup, ending, Attempt,
                                 run_stream, run_worker)
 
 KNOWN = {"f__0", "f__1"}
@@ -141,6 +141,7 @@ def test_the_budget_bounds_everything():
 
 JUDGE = ("import json, sys, time\n"
          "def emit(**e):\n    print(json.dumps(e), flush=True)\n"
+         "emit(event='ready')\n"
          "header = json.loads(sys.stdin.readline())\n"
          "for line in sys.stdin:\n"
          "    job = json.loads(line)\n"
@@ -151,21 +152,21 @@ JUDGE = ("import json, sys, time\n"
 
 
 def judge(act: str = "", ids=("f__0", "f__1", "g__0"), *, case=5.0, stall=5.0, budget=30.0,
-          feed=None, started=None):
+          feed=None, started=None, board=None, worker=0, tag="judged"):
     """A fake judge under `run_stream`, fed the jobs `ids` one by one from another thread
-    (`feed(stream)` to feed it otherwise)."""
-    stream = JobStream()
-
-    def default_feed(stream):
+    (`feed(board)` to feed it otherwise; none when it shares a `board` fed elsewhere)."""
+    def default_feed(board):
         for i in ids:
             time.sleep(0.05)
-            stream.put(i, job_text({"id": i}))
-        stream.close()
+            board.put(i, job_text({"id": i}))
+        board.close()
 
-    threading.Thread(target=feed or default_feed, args=(stream,), daemon=True).start()
+    if board is None:
+        board = JobBoard()
+        threading.Thread(target=feed or default_feed, args=(board,), daemon=True).start()
     command = [sys.executable, "-c", JUDGE.format(act=act)]
     deadlines = Deadlines(stall=stall, case=case, end=time.monotonic() + budget)
-    return run_stream(command, json.dumps({"tag": "judged"}) + "\n", stream, kind="judge",
+    return run_stream(command, json.dumps({"tag": tag}) + "\n", board, kind="judge", worker=worker,
                       deadlines=deadlines, setup=setup_for(list(ids)), started=started)
 
 
@@ -202,13 +203,54 @@ def test_struck_out_functions_are_not_run_even_when_their_jobs_come_later():
 def test_a_judge_waiting_for_its_next_job_is_not_stalled():
     """Is a judge that waits longer than the stall deadline for jobs (the export is slow) left
     alone, and judged once the jobs come?"""
-    def slow_feed(stream):
+    def slow_feed(board):
         time.sleep(1.2)
-        stream.put("f__0", job_text({"id": "f__0"}))
-        stream.close()
+        board.put("f__0", job_text({"id": "f__0"}))
+        board.close()
 
     run = judge(ids=("f__0",), stall=0.5, feed=slow_feed)
     assert run.results["f__0"]["problems"] == ["judged"]
+
+
+def test_a_job_goes_to_the_first_free_judge_and_a_program_stays_with_its_judge():
+    """Do two judges sharing a board each take a job only when ready and idle, so that the
+    quick one judges most while the slow one holds one job at a time? Does a second job of a
+    program go to the judge that took the program's first job (it compiled it)?"""
+    board, runs = JobBoard(), {}
+    ids = [f"f__{i}" for i in range(11)]
+    slow = "    if header['tag'] == 'slow': time.sleep(1.0)\n"
+    threads = [threading.Thread(target=lambda tag=tag, worker=worker: runs.setdefault(
+        tag, judge(slow, ids=ids, board=board, worker=worker, tag=tag)), daemon=True)
+        for worker, tag in enumerate(("slow", "quick"))]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # both ready
+    for i in ids[:10]:
+        board.put(i, job_text({"id": i}), program=i)
+        time.sleep(0.02)  # each a chance for either judge
+    time.sleep(0.3)
+    board.put("f__10", job_text({"id": "f__10"}), program="f__0")  # f__0's program again
+    board.close()
+    for thread in threads:
+        thread.join(30)
+    judged_by = {i: tag for tag, run in runs.items() for i, r in run.results.items() if r["problems"] == [tag]}
+    assert sorted(judged_by) == sorted(ids)
+    assert list(judged_by.values()).count("slow") <= 2
+    assert judged_by["f__10"] == judged_by["f__0"]
+
+
+def test_a_judge_that_never_starts_is_the_graders_failure():
+    """Does a judge that ends twice before saying it is ready (it has run no student program:
+    a broken installation) raise, instead of being restarted until the budget runs out?"""
+    board = JobBoard()
+    board.put("f__0", job_text({"id": "f__0"}))
+    board.close()
+    deadlines = Deadlines(stall=5, case=5, end=time.monotonic() + 30)
+    started = time.monotonic()
+    with pytest.raises(WorkerNeverReady, match="stopped twice before it was ready .*exited with code 3"):
+        run_stream([sys.executable, "-c", "import sys; sys.exit(3)"], "{}\n", board, kind="judge",
+                   deadlines=deadlines, setup=setup_for(["f__0"]))
+    assert time.monotonic() - started < 10
 
 
 def test_the_budget_fails_every_job_held_or_still_to_come():
