@@ -85,10 +85,15 @@ class Grading:
             only = None if len(only) == len(parts) else only
             if self.request is not None:
                 r = self.request
-                result = grade_submission(r.submission, assignment, limits=r.limits, only=only,
-                                          concurrent=r.concurrent, trusted_folder=r.trusted_folder,
-                                          prepared=r.prepared)
-                r.prepared = None  # used once: another assignment in the session prepares its own
+                try:
+                    result = grade_submission(r.submission, assignment, limits=r.limits, only=only,
+                                              concurrent=r.concurrent, trusted_folder=r.trusted_folder,
+                                              prepared=r.prepared)
+                except Exception as e:  # the graders' own failure: `graders.run.grade` raises it
+                    r.error = e
+                    raise
+                finally:
+                    r.prepared = None  # used once: another assignment in the session prepares its own
             else:
                 from .settings import from_arguments
 

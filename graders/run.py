@@ -36,6 +36,8 @@ class GradingRequest:
     prepared: "Prepared | None" = None
     """The grading's uid, folder and export worker, made before pytest started (`supervisor.Prepared`)."""
     result: SubmissionResult | None = None
+    error: Exception | None = None
+    """What stopped the grading inside pytest (a failure of the graders), if anything did."""
 
 
 def grade(submission: str, assignment: str, *, limits: Limits | None = None, only: list[str] | None = None,
@@ -59,6 +61,8 @@ def grade(submission: str, assignment: str, *, limits: Limits | None = None, onl
                 *(f"--only={name}" for name in only or ())]
         request = GradingRequest(os.path.abspath(submission), limits, concurrent, trusted_folder, prepared)
         code = pytest.main(args, plugins=[request])
+    if request.error is not None:
+        raise GradersDidNotRun(f"the graders failed: {type(request.error).__name__}: {request.error}") from request.error
     if request.result is None:
         raise GradersDidNotRun(f"the pytest graders did not run ({module}: pytest exit code {code})")
     return request.result

@@ -1,6 +1,7 @@
 """Shared set-up for the kit's tests. Importing it loads no JAX: the fast tier (`tests/unit`,
-`make test-fast`) collects and runs without it. Tests that use JAX in this process get its 8
-simulated devices from XLA_FLAGS, set here before any of them imports JAX."""
+`make test-fast`) collects and runs without it. Tests that use JAX in this process compile as
+the judges do: XLA_FLAGS, set here before any of them imports JAX, are the workers' own (8
+simulated devices, LLVM at -O0; `graders.sandbox.XLA_FLAGS`)."""
 from __future__ import annotations
 
 import fcntl
@@ -14,7 +15,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)  # graders/ and solutions/ run from the repository
 # Kernels and nbgrader's helpers are found on PATH: make it this environment's.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+from graders.sandbox import XLA_FLAGS  # noqa: E402  (no JAX: graders.sandbox only names the flags)
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + XLA_FLAGS).strip()
 
 # A fixed course secret, so hidden inputs (and the scores the tests expect) are the same on
 # every machine; a real course keeps its own (`graders.hidden.grading_secret`).

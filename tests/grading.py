@@ -3,9 +3,16 @@
 Every test module that asserts on a corpus file or a solution shares one grading of it: the
 cache is keyed by the file's bytes, the assignment, the limits and the functions graded, so a
 file graded by two modules (or under two names) is graded once.
+
+The rule corpora (problem2-4, the warm-up: trusted files whose subject is how the rules read
+real compiled programs) are graded in this process by the workers' own code (`graded_here`):
+the same request, export, judge and protocol, without the processes and the sandbox around
+them, which have end-to-end tests of their own (the attack and fault corpora, the routes).
+`test_grading_here_is_grading` keeps the two ways of grading in step.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -31,27 +38,95 @@ def load_module(path: str):
 
 
 def graded(path: str, assignment: str, limits: Limits | None = None,
-           only: list[str] | None = None) -> SubmissionResult:
-    """The cases' verdict on the file at `path` (`grade_submission`), graded once per session."""
+           only: list[str] | None = None, here: bool = False) -> SubmissionResult:
+    """The cases' verdict on the file at `path` (`grade_submission`, or `graded_here` when
+    `here`), graded once per session."""
     limits = limits or Limits()
     with open(path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    key = (digest, os.path.splitext(path)[1], assignment, limits.key(), tuple(only or ()))
+    key = (digest, os.path.splitext(path)[1], assignment, limits.key(), tuple(only or ()), here)
     if key not in _GRADED:
-        _GRADED[key] = grade_submission(path, assignment, limits=limits, only=only, concurrent=CONCURRENT)
+        grade = graded_here if here else functools.partial(grade_submission, concurrent=CONCURRENT)
+        _GRADED[key] = grade(path, assignment, limits=limits, only=only)
     return _GRADED[key]
 
 
-def cached_grader(assignment: str, corpus: str, limits: Limits):
+def cached_grader(assignment: str, corpus: str, limits: Limits, here: bool = True):
     """grade(name_or_path, limits=None, only=None) -> SubmissionResult, from the session's
-    cache. A bare name is a file of the corpus (`<corpus>/<name>.py`)."""
+    cache, graded in this process (`graded_here`) unless `here` is False. A bare name is a
+    file of the corpus (`<corpus>/<name>.py`)."""
     default = limits
 
     def grade(submission: str, limits: Limits | None = None, only: list[str] | None = None) -> SubmissionResult:
         path = submission if os.sep in submission else os.path.join(corpus, submission + ".py")
-        return graded(path, assignment, limits or default, only)
+        return graded(path, assignment, limits or default, only, here)
 
     return grade
+
+
+def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
+                only: list[str] | None = None) -> SubmissionResult:
+    """`grade_submission`'s verdict, computed in this process: the export worker's request is
+    built by the harness and carried out by the export worker's own functions, each artifact
+    goes through the protocol's checks to the judge's own functions, and each verdict back
+    through them into the harness's results, with the verdict cache as the harness uses it.
+    Only for trusted files: the submission runs here, unsandboxed, and a program is compiled
+    once per test process (`judge._COMPILED`)."""
+    import contextlib
+    import io
+    import json
+
+    from jax._src import config
+
+    from assignments.contract import CaseResult
+    from graders import harness, verdicts
+    from graders.hidden import grading_secret
+    from graders.sandbox import choose_isolation
+    from graders.sandboxed import export, judge
+    from graders.sandboxed.protocol import job_text, read_event
+
+    limits = limits or Limits()
+    assignment = harness.selected_assignment(assignment_name, only)
+    jobs = {job.id: job for job in harness._jobs(assignment, grading_secret())}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    name = os.path.basename(path) if path.endswith(".ipynb") else "submission.py"
+    request = json.loads(harness._export_request(list(jobs.values()), assignment, name, text, limits)([]))
+    events = []
+    with config.traceback_in_locations_limit(0), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):  # as the export worker runs (see its main)
+        try:
+            namespace, problems = export.load_submission(name, text, request["cell_timeout"],
+                                                         setup_cells=request["setup_cells"])
+        except export.SubmissionUnreadable as e:
+            namespace, problems = None, [str(e)]
+            events = [{"event": "case", "id": i, "status": "error", "message": str(e)} for i in jobs]
+        exporter = export.Exporter()
+        for part in request["parts"] if namespace is not None else []:
+            export.export_part(exporter, namespace, part, set(), request["case_timeout"],
+                               lambda **event: events.append(event), request["max_strikes"])
+    results, timings = {}, {}
+    for raw in events:
+        if raw["event"] != "case":
+            continue
+        exported = read_event(json.dumps(raw).encode(), {raw["id"]}, "export")
+        job = jobs[exported["id"]]
+        if exported["status"] != "ok":
+            results[job.id] = CaseResult.failed(job.case, exported["message"] or "no artifact was produced")
+            continue
+        key = None if job.part.eager else verdicts.key(assignment.name, job.part.name, job.case.to_json(),
+                                                            job.seed, exported["artifact"])
+        hit = key and verdicts.load(assignment.name, key)
+        event = hit and harness._cached_event(hit, job.id)  # as the harness's JudgePool does
+        if not event:
+            verdict = judge.judge_job(assignment, json.loads(job_text(harness._judge_job(job, exported, assignment))),
+                                      timings)
+            event = read_event(json.dumps(judge.case_event(job.id, verdict)).encode(), {job.id}, "judge")
+            if key:
+                verdicts.store(assignment.name, key, harness._stored(event))
+        results[job.id] = harness._case_result(job, event)
+    return harness._submission_result(assignment, path, list(jobs.values()), results, problems, timings,
+                                      choose_isolation("none"))
 
 
 # --- the problem1 corpus, graded once per session by graders.batch ------------------------------

@@ -7,7 +7,8 @@ deterministic), that every other function keeps full marks, and that the student
 message (`PartResult.output`) says why. The corpus is graded once per session by
 `graders.batch` (the `problem1_batch` fixture, shared with test_batch_faults.py, with small
 limits: cells 3 s, cases 2 s, stalls 8 s, compiled programs 10 s); other files (notebooks made
-here, the solution notebook) are graded in this process, once per session.
+here, the solution notebook) are graded in this process by the workers' own code, once per
+session (`grading.graded_here`).
 """
 from __future__ import annotations
 
@@ -41,11 +42,12 @@ FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
 
 @pytest.fixture(scope="module")
 def grade(problem1_batch):
-    """grade(corpus name or path): the batch's result for a corpus file, else this process's."""
+    """grade(corpus name or path): the batch's result for a corpus file, else graded in this
+    process (`grading.graded_here`: the notebooks made here and the solution's)."""
     def grade(submission: str) -> SubmissionResult:
         if os.sep not in submission:
             return problem1_batch.result(submission)
-        return graded(submission, "problem1", FAST)
+        return graded(submission, "problem1", FAST, here=True)
 
     return grade
 

@@ -104,3 +104,17 @@ def test_only_selects_one_function_by_its_exact_name():
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     assert ids and all("test_moe_all_to_all[" in i or "holds_no_sdf_buffer" in i for i in ids), ids
     assert any("holds_no_sdf_buffer" in i for i in ids)
+
+
+def test_a_failure_of_the_graders_names_its_cause(monkeypatch):
+    """Does a failure of the graders inside pytest (their own bug, never the submission's)
+    reach the caller with its cause, not as a bare pytest exit code?"""
+    from graders import Limits, harness, run
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a judge of the graders failed: OSError(11, 'Resource temporarily unavailable')")
+
+    monkeypatch.setattr(harness, "grade_submission", broken)
+    with pytest.raises(run.GradersDidNotRun, match=r"the graders failed: RuntimeError: a judge of the graders "
+                                                   r"failed: OSError\(11"):
+        run.grade(os.path.join(REPO_ROOT, "solutions", "problem1.py"), "problem1", limits=Limits(sandbox="none"))

@@ -98,6 +98,13 @@ def judge_job(assignment, job: dict, timings: dict):
     return judge_artifact(part, case, decode_bytes(job["artifact"]), arrays, timings)
 
 
+def case_event(job_id: str, result) -> dict:
+    """A judged case as the judge reports it (`graders.sandboxed.protocol`)."""
+    return {"event": "case", "id": job_id, "values_ok": result.values_ok, "rule_ok": result.rule_ok,
+            "problems": result.problems, "ran": result.ran,
+            "analysis": None if result.analysis is None else result.analysis.to_json()}
+
+
 def main() -> int:
     from .protocol import event_channel, read_request
 
@@ -115,10 +122,7 @@ def main() -> int:
     for line in sys.stdin:  # one job per line, as the export produces them, until EOF
         job = json.loads(line)
         emit(event="start", id=job["id"])
-        result = judge_job(assignment, job, timings)
-        emit(event="case", id=job["id"], values_ok=result.values_ok, rule_ok=result.rule_ok,
-             problems=result.problems, ran=result.ran,
-             analysis=None if result.analysis is None else result.analysis.to_json())
+        emit(**case_event(job["id"], judge_job(assignment, job, timings)))
     emit(event="finished", timings=timings)
     os._exit(0)  # every event is flushed: skip the interpreter's teardown (0.1-0.3 s with JAX loaded)
 

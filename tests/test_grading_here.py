@@ -1,0 +1,51 @@
+"""The rule corpora are graded in the test process (`tests/grading.py` `graded_here`: the
+workers' own code without their processes and sandbox). Is that the graders' verdict?"""
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from grading import CONCURRENT, graded_here
+
+from graders import Limits, grade_submission
+
+pytestmark = pytest.mark.slow
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAST = Limits(cell_timeout=20, case_timeout=20, stall_timeout=60)
+SAMPLES = [  # an eagerly graded part, a rule that fails, a notebook with a cell that does not compile
+    ("warmup", "tests/submissions/warmup/place_bf16_roundtrip.py", ["place", "total_sum"]),
+    ("problem4", "tests/submissions/problem4/bidir_uneven_split.py", ["allgather_matmul_bidirectional"]),
+    ("problem3", "graders/samples/problem3_mistakes.py", ["allgather_matmul", "transformer_block"]),
+]
+
+
+def comparable(result) -> dict:
+    """Everything a student, a gradebook or a report reads: not the timings or the isolation."""
+    data = result.to_json()
+    return {k: v for k, v in data.items() if k not in ("timings", "isolation", "execution_time")}
+
+
+@pytest.mark.parametrize("assignment, path, only", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_grading_here_is_grading(assignment, path, only, tmp_path):
+    """Does grading a file in this process give exactly what the sandboxed graders give it:
+    every part's score and message, every case's verdict, problems and program analysis?"""
+    path = os.path.join(REPO_ROOT, path)
+    here = graded_here(path, assignment, FAST, only)
+    sandboxed = grade_submission(path, assignment, limits=FAST, only=only, concurrent=CONCURRENT)
+    assert comparable(here) == comparable(sandboxed)
+    assert here.score < here.max_score  # each sample loses points: the verdicts compared are not all passes
+
+
+def test_grading_here_reads_a_notebook_as_the_export_worker_does(tmp_path):
+    """A notebook with a cell that does not compile: the same problems and scores both ways?"""
+    nb = nbformat.read(os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb"), as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_code_cell("def broken(:\n    pass"))
+    path = tmp_path / "problem1.ipynb"
+    nbformat.write(nb, str(path))
+    only = ["roll_diff"]
+    here = graded_here(str(path), "problem1", FAST, only)
+    assert comparable(here) == comparable(grade_submission(str(path), "problem1", limits=FAST, only=only,
+                                                           concurrent=CONCURRENT))
+    assert here.problems and "syntax error" in here.problems[0]
