@@ -34,7 +34,7 @@ FAST = Limits(cell_timeout=20, case_timeout=20, stall_timeout=60)
 
 @pytest.fixture(scope="module")
 def grade():
-    return cached_grader("problem2", CORPUS, FAST, here=False)  # compiling dominates: two processes overlap it
+    return cached_grader("problem2", CORPUS, FAST)
 
 
 def cases_of(name: str) -> list[Case]:
