@@ -126,13 +126,12 @@ class JudgePool:
         self.lock = threading.Lock()
 
     def submit(self, job: _Job, export: dict) -> None:
-        if not job.part.eager:
-            self.keys[job.id] = verdicts.key(self.assignment.name, job.part.name, job.case.to_json(),
-                                             job.seed, export["artifact"])
-            hit = verdicts.load(self.assignment.name, self.keys[job.id])
-            if hit is not None and (event := _cached_event(hit, job.id)) is not None:
-                self.results[job.id] = event
-                return
+        key, cached = cached_verdict(self.assignment, job, export)
+        if key is not None:
+            self.keys[job.id] = key
+        if cached is not None:
+            self.results[job.id] = cached
+            return
         self.start()
         program = (export["artifact"] if not job.part.eager else job.id, tuple(job.case.mesh))
         self.board.put(job.id, job_text(_judge_job(job, export, self.assignment)), program)
@@ -190,6 +189,22 @@ def _stored(event: dict) -> dict:
             "analysis": None if event["analysis"] is None else event["analysis"].to_json()}
 
 
+def cached_verdict(assignment: Assignment, job: _Job, export: dict) -> tuple[str | None, dict | None]:
+    """The verdict cache's key for a case judged on its artifact (None for an eager part, judged
+    on its report) and the verdict the cache holds for it, as a validated judge event (None if
+    it holds none)."""
+    if job.part.eager:
+        return None, None
+    key = verdicts.key(assignment.name, job.part.name, job.case.to_json(), job.seed, export["artifact"])
+    hit = verdicts.load(assignment.name, key)
+    return key, None if hit is None else _cached_event(hit, job.id)
+
+
+def export_failure(job: _Job, event: dict) -> CaseResult:
+    """A case the export worker answered without an artifact."""
+    return CaseResult.failed(job.case, event["message"] or "no artifact was produced")
+
+
 def _cached_event(hit: dict, job_id: str) -> dict | None:
     """A cached verdict as a validated judge event (None for a stale or damaged entry)."""
     try:
@@ -243,8 +258,6 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits | 
             judges.start_early()
             problems += _export_and_judge(jobs, assignment, submission, text, limits, setup, end,
                                           judges, results, timings, keep_artifacts, prepared.take_export())
-        for job in jobs:
-            results.setdefault(job.id, CaseResult.failed(job.case, problems[0] if problems else "no artifact"))
     return _submission_result(assignment, submission, jobs, results, problems, timings, prepared.isolation)
 
 
@@ -256,7 +269,7 @@ def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, ju
     def on_result(event: dict) -> None:
         job = by_id[event["id"]]
         if event["status"] != "ok":
-            results[job.id] = CaseResult.failed(job.case, event["message"] or "no artifact was produced")
+            results[job.id] = export_failure(job, event)
             return
         if keep_artifacts and "artifact" in event:
             os.makedirs(keep_artifacts, exist_ok=True)
@@ -307,7 +320,11 @@ def _collect(events: list[dict], timings: dict) -> list[str]:
 
 
 def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):
-    parts = [PartResult(part.name, part.points, [results[j.id] for j in jobs if j.part is part])
+    """The grading's result; a case with no result failed for the first problem reported."""
+    unanswered = problems[0] if problems else "no artifact"
+    parts = [PartResult(part.name, part.points,
+                        [results[j.id] if j.id in results else CaseResult.failed(j.case, unanswered)
+                         for j in jobs if j.part is part])
              for part in assignment.parts]
     if problems:
         for p in parts:

@@ -434,8 +434,7 @@ class JobBoard:
         job of a program nobody owns yet (which it then owns); `_CLOSED` when the board is
         closed and holds nothing it may take; None if nothing came in `timeout`."""
         with self._changed:
-            job = self._changed.wait_for(lambda: self._next(worker), timeout)
-            return job if job is not None else None
+            return self._changed.wait_for(lambda: self._next(worker), timeout)
 
     def _next(self, worker: int):
         mine = [i for i, (p, _, _) in enumerate(self._waiting) if self._owner.get(p) == worker]

@@ -112,13 +112,10 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
         exported = read_event(json.dumps(raw).encode(), {raw["id"]}, "export")
         job = jobs[exported["id"]]
         if exported["status"] != "ok":
-            results[job.id] = CaseResult.failed(job.case, exported["message"] or "no artifact was produced")
+            results[job.id] = harness.export_failure(job, exported)
             continue
-        key = None if job.part.eager else verdicts.key(assignment.name, job.part.name, job.case.to_json(),
-                                                            job.seed, exported["artifact"])
-        hit = key and verdicts.load(assignment.name, key)
-        event = hit and harness._cached_event(hit, job.id)  # as the harness's JudgePool does
-        if not event:
+        key, event = harness.cached_verdict(assignment, job, exported)  # as the harness's JudgePool does
+        if event is None:
             verdict = judge.judge_job(assignment, json.loads(job_text(harness._judge_job(job, exported, assignment))),
                                       timings)
             event = read_event(json.dumps(judge.case_event(job.id, verdict)).encode(), {job.id}, "judge")
