@@ -145,8 +145,10 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
             json.dump({"coordinator": f"127.0.0.1:{port}", "processes": processes, "process_id": pid,
                        "local_devices": local_devices, "jobs": [_inside(j, work, shared) for j in runnable],
                        "out_dir": shared, "out_file": out_file}, f)
-        launch.append(f"{shlex.join(python_command('graders.sandboxed.multicontroller:main'))} "
-                      f"{shared}/{request} > {shared}/distributed-{pid}.log 2>&1 &")
+        # A process that fails ends them all (`kill 0`: the shell's process group), where the
+        # others would wait for it at the coordinator until the timeout.
+        launch.append(f"{{ {shlex.join(python_command('graders.sandboxed.multicontroller:main'))} "
+                      f"{shared}/{request} > {shared}/distributed-{pid}.log 2>&1 || kill 0; }} &")
     script = " ".join(launch) + " wait"
     failed = _run_sandboxed(["sh", "-c", script], work, timeout, isolation, resources)
     out_file = os.path.join(work, os.path.basename(out_file))
@@ -157,11 +159,22 @@ def run_distributed(jobs: list[dict], work: str, *, processes: int = 2, local_de
                     r["output"] = os.path.join(work, os.path.basename(r["output"]))
                 results[cid] = r
     else:
-        with open(os.path.join(work, "distributed-0.log")) as f:
-            tail = " | ".join(f.read().strip().splitlines()[-3:])
+        tails = "; ".join(f"process {pid}: {_log_tail(os.path.join(work, f'distributed-{pid}.log'))}"
+                          for pid in range(processes))
         for job in runnable:
-            results[job["id"]] = {"status": "error", "message": f"{failed or 'no results'}: {tail[-500:]}"}
+            results[job["id"]] = {"status": "error", "message": f"{failed or 'no results'}: {tails}"}
     return results
+
+
+def _log_tail(path: str, lines: int = 3, chars: int = 400) -> str:
+    """The last lines a process of the runtime printed (written in the sandbox: read with care)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 64 * 1024))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    return " | ".join(text.strip().splitlines()[-lines:])[-chars:] or "(nothing printed)"
 
 
 def check_submission(submission: str, assignment: str, *, processes: int = 2, local_devices: int = 4,

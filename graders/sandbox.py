@@ -30,6 +30,7 @@ import functools
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -125,15 +126,40 @@ def _etc_files() -> list[str]:
     resolves the host name; there is no DNS in the sandbox)."""
     folder = os.path.join(tempfile.gettempdir(), f"scaling-jax-kit-{os.geteuid()}")
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise RuntimeError(f"{folder} is not a folder of this user's that only it can write: "
+                           f"remove it (the graders recreate it)")
     args = ["--perms", "0755", "--dir", "/etc"]
     for name, text in (("hosts", f"127.0.0.1 localhost {HOSTNAME}\n::1 localhost\n"),
                        ("nsswitch.conf", "hosts: files\n")):
         path = os.path.join(folder, name)
-        with open(path, "w") as f:
-            f.write(text)
-        os.chmod(path, 0o644)
+        _write_once(path, text)
         args += ["--ro-bind", path, f"/etc/{name}"]
     return args
+
+
+def _write_once(path: str, text: str) -> None:
+    """Make `path` hold `text` without ever changing a file in place: running sandboxes of
+    other processes have the current file bound as their /etc/hosts, and a rewrite in place
+    shows them an empty file while it lasts (gloo then fails to resolve the host name). A
+    new file is renamed over the old, so every sandbox binds a complete one."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def _view() -> list[str]:

@@ -94,3 +94,23 @@ def test_free_port_is_free():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_a_process_that_dies_ends_the_run_with_its_log(tmp_path, monkeypatch):
+    """When one process of the runtime fails (here process 1 exits at once, process 0 would
+    wait a minute at the coordinator), does the run end at once and name what it printed,
+    instead of running into its timeout?"""
+    import sys
+
+    import graders.distributed as distributed
+
+    script = ("import json, sys, time; r = json.load(open(sys.argv[1]))\n"
+              "if r['process_id'] == 1: print('gloo could not resolve the host'); sys.exit(3)\n"
+              "time.sleep(60)")
+    monkeypatch.setattr(distributed, "python_command", lambda _: [sys.executable, "-I", "-c", script])
+    job = {"id": "f__0", "file": str(tmp_path / "f__0.jaxexport"), "mesh": [4, 2], "inputs": [], "specs": []}
+    results = run_distributed([job], str(tmp_path), processes=2, local_devices=4, timeout=50)
+    message = results["f__0"]["message"]
+    assert results["f__0"]["status"] == "error"
+    assert "did not finish" not in message, message
+    assert "process 1: gloo could not resolve the host" in message, message
