@@ -131,16 +131,39 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
-CORPUS_LIMITS = ["--cell-timeout", "3", "--case-timeout", "2", "--stall-timeout", "8", "--run-timeout", "10"]
+CORPUS_LIMITS = Limits(cell_timeout=3, case_timeout=2, stall_timeout=8, run_timeout=5)
 """Small limits, so that the corpus's hangs cost seconds."""
 PLANTED = "planted_by_submission.txt"
+SANDBOXED = {
+    # the sandbox, the supervisor and their limits are the subject: hangs, crashes, forged
+    # events, memory, output floods, files, the network, the kit's own files and the solutions
+    "compiled_infinite_loop", "crash_one_case", "forge_events", "hang_blocks_alarm", "huge_output",
+    "loop_top_level", "loop_while_tracing", "memory_hog", "reads_solutions", "tampering", "network",
+    "writes_files",
+    # files that are not Python or not a notebook, which must not stop a batch
+    "binary", "truncated",
+}
+"""The corpus files graded through `graders.batch` in the sandbox. The others (one function
+wrong, missing, of the wrong signature, a malformed or edited notebook: messages and scores
+are their subject) are graded in the test process by the workers' own code (`graded_here`)."""
+
+
+def corpus_files() -> dict[str, str]:
+    """Student name -> file: the problem1 corpus, the fault corpus, the solution and the stub."""
+    files = {os.path.splitext(n)[0]: os.path.join(folder, n) for folder in (CORPUS, FAULTS)
+             for n in sorted(os.listdir(folder)) if n.endswith((".py", ".ipynb"))}
+    files["solution"] = os.path.join(REPO_ROOT, "solutions", "problem1.py")
+    files["stub"] = os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb")
+    return files
 
 
 class CorpusBatch:
-    """The problem1 corpus, the fault corpus, the solution and the untouched stub in one folder,
-    graded by `python -m graders.batch` (4 workers): `out` (results.json per student), `stdout`,
-    `accepted` (connections the network fault made to a listening port: must be 0), and
-    `result(name)`, each submission's `SubmissionResult` as the batch wrote it."""
+    """The problem1 corpus, the fault corpus, the solution and the untouched stub graded into
+    one folder, `out` (results.json per student): the `SANDBOXED` files, the solution and the
+    stub by `python -m graders.batch` (4 workers; its `stdout`, its `batch_students`, and
+    `accepted`: connections the network fault made to a listening port, which must be 0),
+    the others meanwhile in this process (`graded_here`). `result(name)` is a student's
+    `SubmissionResult` as written there."""
 
     def __init__(self, root: str):
         import shutil
@@ -148,13 +171,14 @@ class CorpusBatch:
         import subprocess
         import sys
 
+        from graders.results import Provenance, write_results
+
         source = os.path.join(root, "submissions")
         os.makedirs(source)
-        for folder in (CORPUS, FAULTS):
-            for name in os.listdir(folder):
-                shutil.copy(os.path.join(folder, name), os.path.join(source, name))
-        shutil.copy(os.path.join(REPO_ROOT, "solutions", "problem1.py"), os.path.join(source, "solution.py"))
-        shutil.copy(os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb"), os.path.join(source, "stub.ipynb"))
+        files = corpus_files()
+        self.batch_students = sorted(SANDBOXED | {"solution", "stub"})
+        for student in self.batch_students:
+            shutil.copy(files[student], os.path.join(source, student + os.path.splitext(files[student])[1]))
         for path in planted_files():
             assert not os.path.exists(path), f"left over from an earlier run: {path}"
         server = socket.socket()
@@ -162,11 +186,25 @@ class CorpusBatch:
         server.listen()
         server.setblocking(False)
         self.out = os.path.join(root, "graded")
+        limits = CORPUS_LIMITS
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "graders.batch", "-a", "problem1", source, "-o", self.out,
-                 "--workers", "4", *CORPUS_LIMITS], cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
-                env={**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])})
+                 "--workers", "4", "--cell-timeout", str(limits.cell_timeout), "--case-timeout",
+                 str(limits.case_timeout), "--stall-timeout", str(limits.stall_timeout), "--run-timeout",
+                 str(limits.run_timeout)], cwd=REPO_ROOT, stdout=open(os.path.join(root, "batch.out"), "w"),
+                stderr=subprocess.STDOUT, env={**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])})
+            try:
+                for student, path in files.items():  # while the batch runs
+                    if student not in self.batch_students:
+                        result = graded(path, "problem1", limits, here=True)
+                        result.provenance = Provenance(student=student, path=path)
+                        write_results(os.path.join(self.out, student, "results.json"), result)
+                proc.wait(timeout=900)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
             self.accepted = 0
             while True:
                 try:
@@ -179,9 +217,10 @@ class CorpusBatch:
             self.planted = [p for p in planted_files() if os.path.exists(p)]
             for p in self.planted:
                 os.remove(p)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        with open(os.path.join(root, "batch.out")) as f:
+            self.stdout = f.read()
+        assert proc.returncode == 0, self.stdout[-6000:]
         assert not self.planted, f"a submission planted files in the kit or JAX: {self.planted}"
-        self.stdout = proc.stdout
 
     SAVED = "corpus-batch.json"
 
@@ -190,7 +229,8 @@ class CorpusBatch:
         import json
 
         with open(os.path.join(os.path.dirname(self.out), self.SAVED), "w") as f:
-            json.dump({"out": self.out, "stdout": self.stdout, "accepted": self.accepted}, f)
+            json.dump({"out": self.out, "stdout": self.stdout, "accepted": self.accepted,
+                       "batch_students": self.batch_students}, f)
 
     @classmethod
     def shared(cls, root: str) -> "CorpusBatch":

@@ -496,6 +496,24 @@ def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkey
     assert stored() == len(solution.part("shard_average_jit").cases)
 
 
+def test_a_submission_cannot_read_or_plant_verdicts(guarded, tmp_path, monkeypatch):
+    """The parent serves cached verdicts without compiling: can a submission read them, or
+    plant a verdict that would give someone full marks? The attack looks for the cache beside
+    the kit, at $KIT_VERDICT_CACHE and in every folder it sees, and forges "passed" verdicts."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KIT_VERDICT_CACHE", str(cache))
+    grade_submission(SOLUTION, "problem1", limits=FAST, only=["shard_average_jit"])
+
+    def contents() -> dict[str, bytes]:
+        return {str(p.relative_to(cache)): p.read_bytes() for p in cache.rglob("*") if p.is_file()}
+
+    stored = contents()
+    assert stored, "the solution's verdicts were not stored"
+    attack = guarded("poison_cache", only=["shard_average_jit"])
+    assert attack.score == 0, attack.to_text()
+    assert contents() == stored  # nothing changed, nothing planted
+
+
 def test_the_cache_key_covers_everything_a_verdict_depends_on(monkeypatch, tmp_path):
     """Does the key change with the artifact, the case, the seed, and with the judging code, the
     JAX and jaxlib versions and the judges' XLA flags?"""

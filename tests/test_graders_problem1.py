@@ -4,11 +4,12 @@ Each file in `tests/submissions/problem1/` is a small module defining the five g
 functions; most are the reference solution with ONE function broken, so each test checks
 that exactly that function loses points (an exact score where the hidden cases make it
 deterministic), that every other function keeps full marks, and that the student-visible
-message (`PartResult.output`) says why. The corpus is graded once per session by
-`graders.batch` (the `problem1_batch` fixture, shared with test_batch_faults.py, with small
-limits: cells 3 s, cases 2 s, stalls 8 s, compiled programs 10 s); other files (notebooks made
-here, the solution notebook) are graded in this process by the workers' own code, once per
-session (`grading.graded_here`).
+message (`PartResult.output`) says why. The corpus is graded once per session (the
+`problem1_batch` fixture, shared with test_batch_faults.py, with small limits: cells 3 s, cases 2 s, stalls 8 s, compiled programs
+5 s): the files whose subject is the sandbox by `graders.batch`, the others in this process
+by the workers' own code (`tests/grading.py` `CorpusBatch`); other files (notebooks made here,
+the solution notebook) are graded in this process too, once per session
+(`grading.graded_here`).
 """
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
 
 @pytest.fixture(scope="module")
 def grade(problem1_batch):
-    """grade(corpus name or path): the batch's result for a corpus file, else graded in this
-    process (`grading.graded_here`: the notebooks made here and the solution's)."""
+    """grade(corpus name or path): a corpus file's result from the session's grading of the
+    corpus, else graded in this process (`grading.graded_here`: the notebooks made here and
+    the solution's)."""
     def grade(submission: str) -> SubmissionResult:
         if os.sep not in submission:
             return problem1_batch.result(submission)
@@ -313,7 +315,7 @@ def test_a_compiled_program_that_never_ends_costs_only_its_cases(grade):
     result = grade("compiled_infinite_loop")
     hang, fine = result.part("shard_average_jit"), result.part("shard_average_shard_map")
     assert hang.score == 0 and fine.score == fine.max_score
-    assert re.search(r"running the compiled program: it ran longer than 10 s and was stopped", hang.output)
+    assert re.search(r"running the compiled program: it ran longer than 5 s and was stopped", hang.output)
 
 
 # --- notebooks -----------------------------------------------------------------------------

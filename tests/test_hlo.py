@@ -120,3 +120,25 @@ def test_trivial_axis_is_not_communication():
     f = jax.shard_map(lambda b: jax.lax.psum(b, "Y"), mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y"))
     a = compile_on(mesh, f, (np.ones((8, 8), np.float32), P("X", "Y")))
     assert a.collectives == ()
+
+
+def test_run_counts_of_a_data_dependent_loop_are_read_by_running_it(mesh_2x4):
+    """A permute in a loop whose trip count is an input: unknown from the compiled program,
+    then read from one profiled run (`count_when_run`), per device, whatever the trip count."""
+    from assignments.evaluate import count_when_run
+
+    def body(x, n):
+        def step(i, v):
+            return jax.lax.ppermute(v, "Y", [(j, (j + 1) % 4) for j in range(4)])
+
+        return jax.lax.fori_loop(0, n[0], step, x)
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P()), out_specs=P("X", "Y")))
+    x = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh_2x4, P("X", "Y")))
+    for trips in (3, 5):
+        n = jax.device_put(np.array([trips], np.int32), NamedSharding(mesh_2x4, P()))
+        compiled = f.lower(x, n).compile()
+        analysis = analyze(compiled, mesh_2x4)
+        assert [c.count for c in analysis.of_kind("collective-permute")] == [None]
+        counted = count_when_run(compiled, (x, n), analysis)
+        assert [c.count for c in counted.of_kind("collective-permute")] == [trips]

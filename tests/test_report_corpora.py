@@ -23,8 +23,9 @@ from graders.results import write_results
 
 @pytest.fixture(scope="session")
 def corpus_report(problem1_batch, tmp_path_factory):
-    """The problem1 and fault corpora as `graders.batch` graded them (the session's shared
-    grading), reported by the command a README reader types; (folder, page, stdout)."""
+    """The problem1 and fault corpora as the session's shared grading wrote them (one folder
+    of results.json, as `graders.batch` writes), reported by the command a README reader
+    types; (folder, page, stdout)."""
     folder = str(tmp_path_factory.mktemp("report") / "problem1")
     shutil.copytree(problem1_batch.out, folder)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
