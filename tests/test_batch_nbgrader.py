@@ -15,7 +15,7 @@ from assignments.contracts import get_assignment
 from graders.build import nbgrader
 from graders.demo import prepare_course, read_gradebook, write_submissions
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.nbgrader]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")

@@ -25,6 +25,8 @@ from graders.hidden import grading_secret, read_secret
 from graders.results import PartResult, SubmissionResult, read_results
 from graders.settings import Limits
 
+pytestmark = pytest.mark.dask
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION = os.path.join(REPO_ROOT, "solutions", "problem1.py")
 SUBMISSIONS = os.path.join(REPO_ROOT, "tests", "submissions")

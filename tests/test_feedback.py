@@ -15,7 +15,7 @@ import pytest
 from graders.build import nbgrader
 from graders.demo import prepare_course, read_gradebook
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.nbgrader]
 ASSIGNMENT = "problem3"
 ANSWER = "The carry changes type: zeros vary over no axis, acc + a @ w varies over X and Y."
 HIDDEN_TEXT = ("MARK SCHEME", "Rubric (", "Model answer", "HIDDEN TESTS", "For graders: the rubric")

@@ -13,6 +13,8 @@ import pytest
 
 from graders.gradescope import VISIBILITIES, build_bundle
 
+pytestmark = pytest.mark.gradescope
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
 MISTAKES = os.path.join(REPO_ROOT, "tests", "submissions", "problem1", "comm_whole_roll.py")

@@ -10,7 +10,7 @@ import pytest
 
 from graders.demo import autograde_course, prepare_course, read_gradebook, write_submissions
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.nbgrader]
 
 TAMPER_CELL = """
 import sys, jax, assignments, assignments.checks

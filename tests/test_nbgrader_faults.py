@@ -14,7 +14,7 @@ from graders.batch import discover
 from graders.build import nbgrader
 from graders.demo import course_config, prepare_course, read_gradebook
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.nbgrader]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
