@@ -50,9 +50,11 @@ def _over(c: Collective, axes: tuple[str, ...] | None) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class NoCommunication:
-    """The compiled program must contain no collective at all."""
+    """The compiled program must contain no collective at all. `why` says why none is
+    needed; `to_try`, what to change in code that communicates anyway."""
 
     why: str = ""
+    to_try: str = ""
 
     def describe(self) -> str:
         return "no communication"
@@ -60,8 +62,9 @@ class NoCommunication:
     def violations(self, analysis: ProgramAnalysis, case, inputs=()) -> list[str]:
         if not analysis.collectives:
             return []
-        hint = f". {self.why}" if self.why else ""
-        return [f"communication observed: {_observed(analysis.collectives)}; allowed: none{hint}"]
+        advice = " ".join(text for text in (self.why, self.to_try and f"Try: {self.to_try}") if text)
+        return [f"communication observed: {_observed(analysis.collectives)}; allowed: none"
+                + (f". {advice}" if advice else "")]
 
 
 @dataclasses.dataclass(frozen=True)

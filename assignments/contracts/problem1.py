@@ -12,10 +12,16 @@ from ..rules import NoCommunication
 
 A = Arg("A", ("S", "D"), ("X", "Y"))
 VISIBLE = Case(mesh=(2, 4), sizes={"S": 16, "D": 8})
-NO_COMM = NoCommunication(
-    why="Every output element depends only on data the device already holds, "
-        "so nothing needs to move."
-)
+WHY_NO_COMM = "Every output element depends only on data the device already holds, so nothing needs to move."
+AVERAGE_NO_COMM = NoCommunication(
+    why=WHY_NO_COMM,
+    to_try="average each shard where it lives. With jax.jit, reshape so that each shard's rows (and "
+           "columns) are an axis of their own and ask for the result sharded P('X', 'Y'); with "
+           "shard_map, average the local block.")
+ROLL_NO_COMM = NoCommunication(
+    why=WHY_NO_COMM,
+    to_try="roll inside each shard, not the global array: in shard_map, roll the local block along "
+           "its rows. A roll of the whole array moves rows across shard boundaries.")
 
 
 def shard_average(A, *, mesh):
@@ -39,7 +45,7 @@ def roll_within_shards(A, *, mesh, shift):
 
 def _averaging_part(name, task, result, reference, style):
     return Part(
-        name=name, points=2, task=task, args=(A,), result=result, rule=NO_COMM,
+        name=name, points=2, task=task, args=(A,), result=result, rule=AVERAGE_NO_COMM,
         reference=reference, visible_case=VISIBLE, style=style,
     )
 
@@ -68,7 +74,7 @@ ASSIGNMENT = Assignment(
         Part(
             name="roll_diff", points=2,
             task="Inside each X-shard, roll(rows, shift, axis=0) - rows, for any static shift.",
-            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rule=NO_COMM,
+            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rule=ROLL_NO_COMM,
             reference=roll_within_shards, statics=("shift",),
             visible_case=Case(mesh=(2, 4), sizes={"S": 16, "D": 8}, statics={"shift": 3}),
         ),
