@@ -75,7 +75,7 @@ packages = ["assignments", "assignments.contracts"]
 README = """# {name}: your hand-out
 
 ```bash
-python3 -m venv .venv && .venv/bin/pip install ./handout-{name}    # once: JAX, JupyterLab, nbgrader, the course runtime
+python3 -m venv --upgrade-deps .venv && .venv/bin/pip install ./handout-{name}    # once: JAX, JupyterLab, nbgrader, the course runtime
 cd handout-{name} && ../.venv/bin/jupyter lab {name}/{name}.ipynb
 ```
 

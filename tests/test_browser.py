@@ -48,7 +48,7 @@ MAKE_EXCHANGE = ("sudo mkdir -p /usr/local/share/nbgrader/exchange && "
                  "sudo chmod ugo+rwx /usr/local/share/nbgrader/exchange")
 INSTRUCTOR = (f"nbgrader generate_assignment {ASSIGNMENT} --force", f"nbgrader release_assignment {ASSIGNMENT}",
               f"python -m graders.build handout -a {ASSIGNMENT}")
-STUDENT_INSTALL = f"python3 -m venv .venv && .venv/bin/pip install ./handout-{ASSIGNMENT}"
+STUDENT_INSTALL = f"python3 -m venv --upgrade-deps .venv && .venv/bin/pip install ./handout-{ASSIGNMENT}"
 STUDENT_LAB = f"cd handout-{ASSIGNMENT} && ../.venv/bin/jupyter lab {ASSIGNMENT}/{ASSIGNMENT}.ipynb"
 COLLECT = (f"nbgrader collect {ASSIGNMENT}", f"nbgrader autograde {ASSIGNMENT}",
            f"nbgrader generate_feedback {ASSIGNMENT}", f"nbgrader release_feedback {ASSIGNMENT}")

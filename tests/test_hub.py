@@ -44,7 +44,7 @@ ASSIGNMENT = "problem1"
 NOTEBOOK = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
 # The README's commands (test_readme_shows_the_hub_commands keeps them in step), with /opt/scaling-jax,
 # /srv/scaling-jax and the groups standing for this test's own folders and names.
-INSTALL = ("sudo python3 -m venv /opt/scaling-jax && "
+INSTALL = ("sudo python3 -m venv --upgrade-deps /opt/scaling-jax && "
            "sudo /opt/scaling-jax/bin/pip install /srv/scaling-jax -r /srv/scaling-jax/hub/requirements.txt")
 START = ("sudo /opt/scaling-jax/bin/jupyterhub -f /srv/scaling-jax/hub/jupyterhub_config.py")
 GRADE_ON_HUB = f"python -m graders submitted/STUDENT/{NOTEBOOK} --assignment {ASSIGNMENT} -o results.json"
