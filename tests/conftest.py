@@ -71,15 +71,13 @@ def problem1_batch(tmp_path_factory):
 
 # `make test` runs the modules on pytest-xdist's workers (`--dist loadfile`: each module on
 # one worker, its module fixtures built once), the longest first, so that no long module starts
-# last. Seconds: one serial run on 2 cores (2026-11-25, Python 3.12; the hub's on 3.11); a
-# module not named is short. The corpus batch (`problem1_batch`) is paid by whichever of its
-# three modules starts first: counted in test_graders_problem1.
-SECONDS = {"test_hub": 125, "test_browser": 110, "test_problem2": 70, "test_attacks": 65,
-           "test_notebooks": 38, "test_graders_problem1": 35, "test_gradescope": 30, "test_problem4": 22,
-           "test_nbgrader": 20, "test_batch_nbgrader": 18, "test_nbgrader_faults": 18, "test_links": 16,
-           "test_schedule": 15, "test_problem3": 15, "test_feedback": 15, "test_dask": 11,
-           "test_pytest_graders": 11, "test_checks": 10, "test_batch": 10, "test_canonical_artifacts": 9,
-           "test_distributed": 7, "test_warmup": 7, "test_grading_here": 5, "test_build": 4}
+# last. Seconds: one serial run on 2 cores (`--durations`); a module not named is short.
+SECONDS = {"test_hub": 110, "test_browser": 85, "test_graders_problem1": 70, "test_problem2": 55,
+           "test_attacks": 45, "test_batch_faults": 40, "test_nbgrader": 25, "test_warmup": 25,
+           "test_problem4": 25, "test_problem3": 25, "test_notebooks": 25, "test_gradescope": 20,
+           "test_feedback": 15, "test_canonical_artifacts": 15, "test_dask": 12, "test_links": 12,
+           "test_schedule": 12, "test_build": 12, "test_batch_nbgrader": 12, "test_nbgrader_faults": 12,
+           "test_checks": 10}
 
 
 def _module(item) -> str:
