@@ -132,9 +132,10 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, mode: int | None = None) -> None:
     """Write `text` to `path` so that a reader (or a rerun after a crash) sees the old file
-    or the new one, never half of one."""
+    or the new one, never half of one; with `mode`, the new file has those permissions
+    before anyone can see it."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
@@ -142,6 +143,8 @@ def write_atomic(path: str, text: str) -> None:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
     try:
         fd = os.open(folder, os.O_RDONLY)

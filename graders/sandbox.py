@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 
 from . import cgroups
+from .files import write_atomic
 from .settings import KIT_ROOT, DEVICES
 
 SLOT_UID_BASE = 200_000
@@ -143,23 +144,14 @@ def _write_once(path: str, text: str) -> None:
     """Make `path` hold `text` without ever changing a file in place: running sandboxes of
     other processes have the current file bound as their /etc/hosts, and a rewrite in place
     shows them an empty file while it lasts (gloo then fails to resolve the host name). A
-    new file is renamed over the old, so every sandbox binds a complete one."""
+    file already right is left alone; otherwise a new one is renamed over it."""
     try:
         with open(path) as f:
             if f.read() == text:
                 return
     except OSError:
         pass
-    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_atomic(path, text, mode=0o644)
 
 
 def _view() -> list[str]:

@@ -146,6 +146,8 @@ SANDBOXED = {
 """The corpus files graded through `graders.batch` in the sandbox. The others (one function
 wrong, missing, of the wrong signature, a malformed or edited notebook: messages and scores
 are their subject) are graded in the test process by the workers' own code (`graded_here`)."""
+BATCH_STUDENTS = SANDBOXED | {"solution", "stub"}
+"""The students `graders.batch` grades: the `SANDBOXED` files, the solution and the stub."""
 
 
 def corpus_files() -> dict[str, str]:
@@ -159,9 +161,9 @@ def corpus_files() -> dict[str, str]:
 
 class CorpusBatch:
     """The problem1 corpus, the fault corpus, the solution and the untouched stub graded into
-    one folder, `out` (results.json per student): the `SANDBOXED` files, the solution and the
-    stub by `python -m graders.batch` (4 workers; its `stdout`, its `batch_students`, and
-    `accepted`: connections the network fault made to a listening port, which must be 0),
+    one folder, `out` (results.json per student): `BATCH_STUDENTS` by `python -m graders.batch`
+    (4 workers; its `stdout`, and `accepted`: connections the network fault made to a
+    listening port, which must be 0),
     the others meanwhile in this process (`graded_here`). `result(name)` is a student's
     `SubmissionResult` as written there."""
 
@@ -176,8 +178,7 @@ class CorpusBatch:
         source = os.path.join(root, "submissions")
         os.makedirs(source)
         files = corpus_files()
-        self.batch_students = sorted(SANDBOXED | {"solution", "stub"})
-        for student in self.batch_students:
+        for student in BATCH_STUDENTS:
             shutil.copy(files[student], os.path.join(source, student + os.path.splitext(files[student])[1]))
         for path in planted_files():
             assert not os.path.exists(path), f"left over from an earlier run: {path}"
@@ -186,18 +187,17 @@ class CorpusBatch:
         server.listen()
         server.setblocking(False)
         self.out = os.path.join(root, "graded")
-        limits = CORPUS_LIMITS
+        printed = os.path.join(root, "batch.out")
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "graders.batch", "-a", "problem1", source, "-o", self.out,
-                 "--workers", "4", "--cell-timeout", str(limits.cell_timeout), "--case-timeout",
-                 str(limits.case_timeout), "--stall-timeout", str(limits.stall_timeout), "--run-timeout",
-                 str(limits.run_timeout)], cwd=REPO_ROOT, stdout=open(os.path.join(root, "batch.out"), "w"),
-                stderr=subprocess.STDOUT, env={**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])})
+            with open(printed, "w") as out:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "graders.batch", "-a", "problem1", source, "-o", self.out,
+                     "--workers", "4", *CORPUS_LIMITS.to_arguments()], cwd=REPO_ROOT, stdout=out,
+                    stderr=subprocess.STDOUT, env={**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])})
             try:
                 for student, path in files.items():  # while the batch runs
-                    if student not in self.batch_students:
-                        result = graded(path, "problem1", limits, here=True)
+                    if student not in BATCH_STUDENTS:
+                        result = graded(path, "problem1", CORPUS_LIMITS, here=True)
                         result.provenance = Provenance(student=student, path=path)
                         write_results(os.path.join(self.out, student, "results.json"), result)
                 proc.wait(timeout=900)
@@ -217,7 +217,7 @@ class CorpusBatch:
             self.planted = [p for p in planted_files() if os.path.exists(p)]
             for p in self.planted:
                 os.remove(p)
-        with open(os.path.join(root, "batch.out")) as f:
+        with open(printed) as f:
             self.stdout = f.read()
         assert proc.returncode == 0, self.stdout[-6000:]
         assert not self.planted, f"a submission planted files in the kit or JAX: {self.planted}"
@@ -229,8 +229,7 @@ class CorpusBatch:
         import json
 
         with open(os.path.join(os.path.dirname(self.out), self.SAVED), "w") as f:
-            json.dump({"out": self.out, "stdout": self.stdout, "accepted": self.accepted,
-                       "batch_students": self.batch_students}, f)
+            json.dump({"out": self.out, "stdout": self.stdout, "accepted": self.accepted}, f)
 
     @classmethod
     def shared(cls, root: str) -> "CorpusBatch":

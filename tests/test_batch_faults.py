@@ -21,7 +21,7 @@ import re
 import pytest
 
 from graders.results import read_results
-from grading import SANDBOXED
+from grading import BATCH_STUDENTS
 
 
 pytestmark = pytest.mark.slow
@@ -71,10 +71,6 @@ EXPECTED = {
     "network": (4, {"roll_diff": r"was not defined"}),
 }
 
-BATCH = SANDBOXED | {"solution", "stub"}
-"""The students `graders.batch` grades in the sandbox."""
-
-
 @pytest.fixture(scope="module")
 def batch(problem1_batch):
     """The whole corpus in one folder, graded once per session (the session fixture
@@ -89,7 +85,7 @@ def test_every_submission_gets_its_verdict(batch):
     out, _, _ = batch
     with open(out / "gradebook.csv") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
-    assert set(rows) == set(BATCH) and set(os.listdir(out)) - {"gradebook.csv"} == set(EXPECTED)
+    assert set(rows) == set(BATCH_STUDENTS) and set(os.listdir(out)) - {"gradebook.csv"} == set(EXPECTED)
     for student, (total, messages) in EXPECTED.items():
         results = json.loads((out / student / "results.json").read_text())
         assert read_results(str(out / student / "results.json")).failure is None or \
@@ -101,7 +97,7 @@ def test_every_submission_gets_its_verdict(batch):
         for name, pattern in messages.items():
             assert re.search(pattern, tests[name]["output"]), (student, tests[name]["output"])
             assert tests[name]["score"] < tests[name]["max_score"]
-        if student in BATCH:
+        if student in BATCH_STUDENTS:
             assert rows[student]["status"] == "graded"
             assert float(rows[student]["score"]) == pytest.approx(results["score"])
 
@@ -109,7 +105,7 @@ def test_every_submission_gets_its_verdict(batch):
 def test_the_batch_never_stops(batch):
     """Is every submission graded (none left to a rerun, none a grader failure)?"""
     _, _, stdout = batch
-    assert re.search(rf"{len(BATCH)} graded .* 0 kept .* 0 the graders failed on", " ".join(stdout.split()))
+    assert re.search(rf"{len(BATCH_STUDENTS)} graded .* 0 kept .* 0 the graders failed on", " ".join(stdout.split()))
 
 
 def test_isolated_faults(batch):
@@ -129,4 +125,4 @@ def test_every_fault_file_is_in_the_batch():
     names = {os.path.splitext(n)[0] for n in os.listdir(FAULTS)}
     corpus = {os.path.splitext(n)[0] for n in os.listdir(CORPUS) if n.endswith(".py")}
     assert names | corpus | {"solution", "stub"} == set(EXPECTED)
-    assert BATCH <= set(EXPECTED)
+    assert BATCH_STUDENTS <= set(EXPECTED)
