@@ -134,9 +134,12 @@ def _tile_heading(t: Tile, compact: bool) -> str:
         return f"step {t.first}"
     per_run = len(t.stage.steps)
     if compact:
-        last = t.first + per_run * ((runs or 1) - 1)
+        if runs is None:  # no last step to name: the run decides how many there are
+            span = f"steps {t.first}.." if per_run == 1 else f"steps {t.first}, {t.first + per_run}.."
+            return f"{span} (loop x?)"
+        last = t.first + per_run * (runs - 1)
         span = f"steps {t.first}-{last}" if per_run == 1 else f"steps {t.first}, {t.first + per_run}.. {last}"
-        return f"{span} (loop x{runs if runs is not None else '?'})"
+        return f"{span} (loop x{runs})"
     return f"step {t.first} (loop {t.iteration}/{runs if runs is not None else '?'})"
 
 
@@ -525,7 +528,8 @@ class Schedule:
                 notes.append(f"{name}: no matmul, so its {_time(tl.compute_s)} of compute (memory traffic) "
                              f"is not on the timeline")
             if tl.unknown_runs:
-                notes.append(f"{name}: a loop whose trip count the run decides is timed once (+ on the timeline)")
+                notes.append(f"{name}: a loop whose trip count the run decides is timed once: + marks "
+                             f"a lower bound")
         return notes
 
     @property

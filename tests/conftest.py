@@ -4,8 +4,10 @@ the judges do: XLA_FLAGS, set here before any of them imports JAX, are the worke
 simulated devices, LLVM at -O0; `graders.sandbox.XLA_FLAGS`)."""
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import shutil
 import sys
 import tempfile
 
@@ -22,8 +24,11 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + XLA_FLAGS).st
 # A fixed course secret, so hidden inputs (and the scores the tests expect) are the same on
 # every machine; a real course keeps its own (`graders.hidden.grading_secret`).
 os.environ.setdefault("KIT_GRADING_SECRET", "the kit's own tests")
-# Verdicts cached for this test session only (identical artifacts are judged once).
-os.environ.setdefault("KIT_VERDICT_CACHE", tempfile.mkdtemp(prefix="kit-verdicts-"))
+# Verdicts cached for this test session only (identical artifacts are judged once): made by
+# the first process (xdist's workers inherit it) and removed when that process exits.
+if "KIT_VERDICT_CACHE" not in os.environ:
+    os.environ["KIT_VERDICT_CACHE"] = tempfile.mkdtemp(prefix="kit-verdicts-")
+    atexit.register(shutil.rmtree, os.environ["KIT_VERDICT_CACHE"], True)
 
 
 @pytest.fixture(scope="session")

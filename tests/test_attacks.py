@@ -14,6 +14,7 @@ import json
 import glob
 import hashlib
 import os
+import shutil
 import site
 import socket
 import subprocess
@@ -51,9 +52,12 @@ def kit_state() -> dict[str, str]:
     for folder in site.getsitepackages():
         for path in glob.glob(os.path.join(folder, "*.pth")):
             state[path] = "pth"
-    for folder in WATCHED:
-        for path in glob.glob(os.path.join(folder, "**", "pwned*"), recursive=True):
-            state[path] = "PWNED"
+    for folder in WATCHED:  # as glob's "**/pwned*" would (hidden folders left out), in half the time
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in dirs + files:
+                if name.startswith("pwned"):
+                    state[os.path.join(root, name)] = "PWNED"
     for path in glob.glob(os.path.expanduser("~/.ipython/profile_default/startup/*")) + \
             glob.glob(os.path.expanduser("~/.jupyter/*.py")):
         state[path] = "startup"
@@ -124,6 +128,7 @@ def guarded(sandbox):
     assert leftover_processes() == []
     innocent = grade_submission(SOLUTION, "problem1", limits=FAST, only=["shard_average_jit"])
     assert innocent.score == innocent.max_score, innocent.to_text()
+    shutil.rmtree(guarded_tmp, ignore_errors=True)
     after = kit_state()
     changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
     assert changed == [], changed

@@ -12,7 +12,9 @@ pytestmark = pytest.mark.slow
 
 
 def execute(nb, cwd):
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": cwd}}).execute()
+    """Run `nb` in a kernel in `cwd`; what it writes to temporary folders (profiler traces) goes there too."""
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": cwd}}).execute(
+        env={**os.environ, "TMPDIR": cwd})
     return nb
 
 

@@ -176,6 +176,10 @@ def test_loop_of_unknown_length_is_drawn_once_and_said_so(sol2, mesh_2x4):
     in_loop = [t for t in steps if any(d["kind"] == "all-to-all" for d in t["collectives"].values())]
     assert in_loop and all(g for t in in_loop for d in t["collectives"].values() for g in d["groups"])
     assert "at least" in str(schedule) and "the run decides" in str(schedule)
+    # Drawn compact (one tile per step of the loop), the heading names no last step it cannot know.
+    compact = str(draw_schedule(a, compact=True))
+    assert re.search(r"steps \d+, \d+\.\. \(loop x\?\)", compact), compact
+    assert not re.search(r"\.\. \d+ \(loop x\?\)", compact), compact
 
 
 # ---------------------------------------------------------------------------------------
