@@ -81,9 +81,10 @@ def print_gradebook(course: str, assignment: str, export_csv: str) -> None:
     cells = list(next(iter(rows.values())))
     table = Table(title=f"gradebook: {assignment} (from nbgrader's database)", box=box.SIMPLE_HEAVY)
     table.add_column("student")
-    for name in cells:
-        table.add_column(name.replace("_", " "), justify="right")
-    table.add_column("total", justify="right")
+    for name in cells:  # headings wrap between words, never inside one
+        heading = name.replace("_", " ")
+        table.add_column(heading, justify="right", min_width=max(map(len, heading.split())))
+    table.add_column("total", justify="right", no_wrap=True)  # "10/12 (2 waiting)" on one line
     for student in sorted(rows):
         scores = [rows[student].get(name, (0.0, 0.0, False)) for name in cells]
         values = ["[dim]waiting[/dim]" if waiting else f"{score:g}/{points:g}" for score, points, waiting in scores]

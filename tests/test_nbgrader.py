@@ -122,3 +122,23 @@ def test_feedback_and_export(course):
     with open(export_csv) as f:
         rows = {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
     assert rows["solution"] == 10 and rows["stub"] == 0
+
+
+def test_the_demo_prints_the_gradebook(repo_root):
+    """The README's first command: `make demo` runs `python -m graders.demo` in the kit's
+    environment. Does it finish, print every sample student's cells and total (the written
+    answer waiting, on one line) and say what nbgrader export wrote?"""
+    with open(os.path.join(repo_root, "Makefile")) as f:
+        assert "\t$(BIN)/python -m graders.demo\n" in f.read()
+    proc = subprocess.run([sys.executable, "-m", "graders.demo"], cwd=repo_root, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.strip().split(" ")[0] in ("solution", "stub", "mistakes")}
+    assert rows["solution"][1:] == ["2/2"] * 5 + ["waiting", "10/12", "(2", "waiting)"], out
+    assert rows["stub"][1:] == ["0/2"] * 6 + ["0/12"], out
+    assert "communication" in out and "communicati…" not in out  # headings wrap between words
+    assert "nbgrader export wrote 3 row(s) to grades.csv: mistakes=" in out
+    assert "solution=10/12, stub=0/12" in out
+    assert "Try: roll inside each shard" in out  # what the mistakes student reads
