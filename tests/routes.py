@@ -117,7 +117,8 @@ def user_processes(name: str) -> list[int]:
 
 
 def remove_user(name: str) -> None:
-    """Stop what the test left running as `name` (by process id), then remove it and its home."""
+    """Stop what the test left running as `name` (by process id), then remove it, its home and
+    what it left in the shared temporary folders (its kernels' profiler traces)."""
     for _ in range(20):
         pids = user_processes(name)
         if not pids:
@@ -126,6 +127,7 @@ def remove_user(name: str) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
         time.sleep(0.25)
+    subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-user", name, "-delete"], capture_output=True)
     subprocess.run(["userdel", "--remove", name], capture_output=True)
     subprocess.run(["groupdel", name], capture_output=True)  # its own group, if userdel left it
 
