@@ -161,7 +161,8 @@ def test_nbgrader_validate_tells_the_truth(repo_root, tmp_path):
 
     def validate(name):
         return subprocess.run([sys.executable, "-m", "nbgrader", "validate", name], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600).stdout
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TMPDIR": str(tmp_path)}).stdout  # its kernel's traces
 
     fresh = validate("problem1.ipynb")
     assert "VALIDATION FAILED ON 6 CELL(S)" in fresh  # five checks and the unanswered written answer
