@@ -10,10 +10,12 @@ regular file: anything else is refused, and nothing it names is ever read.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
 import os
+import secrets
 import stat
 
 MAX_SUBMISSION_BYTES = 32 * 2**20
@@ -138,14 +140,21 @@ def write_atomic(path: str, text: str, mode: int | None = None) -> None:
     before anyone can see it."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    # A name of its own ("x": created here, never opened twice), so that two threads writing
+    # the same path at once (the sandbox's /etc files) never write into each other's file.
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     try:
         fd = os.open(folder, os.O_RDONLY)
         try:

@@ -53,3 +53,31 @@ def test_a_folder_others_can_write_is_refused(kit_tmp):
     os.chmod(kit_tmp, 0o777)
     with pytest.raises(RuntimeError, match="remove it"):
         sandbox._etc_files()
+
+
+def test_threads_writing_one_file_at_once_each_leave_it_whole(tmp_path):
+    """Every grading thread of a process writes the sandbox's /etc files on first use: do
+    writes of the same path at the same moment all succeed, with a whole file after each?"""
+    import threading
+
+    from graders.files import write_atomic
+
+    path, text = tmp_path / "hosts", "127.0.0.1 localhost\n" * 20_000
+    start, errors = threading.Barrier(8), []
+
+    def write():
+        start.wait()
+        try:
+            for _ in range(30):
+                write_atomic(str(path), text, mode=0o644)
+                assert path.read_text() == text
+        except BaseException as e:  # noqa: BLE001  (reported below, with the others)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=write) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert os.listdir(tmp_path) == ["hosts"]  # no temporary file left
