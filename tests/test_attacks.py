@@ -33,6 +33,10 @@ SOLUTION = os.path.join(REPO_ROOT, "solutions", "problem1.py")
 FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20, run_timeout=20, submission_timeout=240)
 MARKERS = ("outlive-marker-7f3a", "resources-marker-9c1e")
 WATCHED = ["/tmp", "/var/tmp", "/dev/shm", os.path.expanduser("~")]
+containment = pytest.mark.containment
+"""The attacks whose subject is the operating system's containment (processes, memory, files,
+uids, the supervisor's timeouts), which no Python or JAX version changes: `.ci/run` runs them
+on one stack."""
 
 
 def kit_state() -> dict[str, str]:
@@ -134,6 +138,7 @@ def guarded(sandbox):
     assert changed == [], changed
 
 
+@containment
 def test_escape_through_the_parent_finds_nothing(guarded):
     """Can a submission read the solutions, the hidden cases or the secret through /proc, write
     into the kit, the environment, $HOME or /tmp, undo its mounts, or reach the network?"""
@@ -151,6 +156,7 @@ def test_escape_through_the_parent_finds_nothing(guarded):
     assert "not implemented" in result.part("shard_average_jit").output
 
 
+@containment
 def test_a_process_that_outlives_its_grading_is_killed(guarded):
     """Does a setsid, double-forked watcher die with its grading, before it can forge the
     next grading's events or copy its source?"""
@@ -158,6 +164,7 @@ def test_a_process_that_outlives_its_grading_is_killed(guarded):
     assert result.score == 0
 
 
+@containment
 @pytest.mark.skipif(os.geteuid() != 0, reason="slot uids are root's to hand out")
 def test_the_sweep_waits_for_orphaned_zombies():
     """Does the sweep after a grading leave no process of its uid, not even the zombie of an
@@ -184,6 +191,7 @@ def test_a_waiting_judge_cannot_be_given_a_forged_request(guarded):
         in part.output, part.output
 
 
+@containment
 def test_killing_the_grader_costs_only_the_attacker(guarded):
     """Does os.kill(getppid(), SIGKILL) (and kill -1, and its own group) leave the grader
     standing, with a result for the attacker?"""
@@ -192,6 +200,7 @@ def test_killing_the_grader_costs_only_the_attacker(guarded):
     assert "could not be run" in result.part("shard_average_jit").output
 
 
+@containment
 def test_unbounded_resources_are_bounded(guarded):
     """Do 50 processes, 256 MB written everywhere and a 10 MB exception message stay inside
     the sandbox, with the right score and bounded feedback?"""
@@ -202,6 +211,7 @@ def test_unbounded_resources_are_bounded(guarded):
     assert len(str(result.to_gradescope())) < 20_000
 
 
+@containment
 def test_a_time_bomb_costs_two_case_timeouts(guarded):
     """Does a submission that loads for just under the cell limit and then defeats the per-case
     alarm cost at most two case timeouts (plus restarts), with a message saying why?"""
@@ -244,6 +254,7 @@ def test_a_forged_eager_report_gains_nothing(sandbox):
     assert leftover_processes() == []
 
 
+@containment
 def test_a_batch_of_five_cannot_be_broken_by_one_student(sandbox, tmp_path):
     """Three copies of the solution, one submission that kills its grader and one that copies
     a classmate, graded two at a time: three full marks, and nothing for the other two."""
@@ -312,6 +323,7 @@ print(json.dumps({"event": "finished", "timings": {}}), flush=True)
 """
 
 
+@containment
 @pytest.mark.skipif(os.geteuid() != 0, reason="the dedicated-uid fallback needs root")
 def test_the_dedicated_uid_fallback_walls_off_the_kit(tmp_path):
     """Where bubblewrap cannot run, does a worker under the fallback (a uid of its own, the
@@ -377,6 +389,7 @@ def held(output: str, kind: str) -> int:
 needs_cgroup = pytest.mark.skipif(os.geteuid() != 0, reason="memory cgroups are made as root here")
 
 
+@containment
 @needs_cgroup
 def test_memory_no_process_owns_is_bounded_by_the_grading(quiet_shared_memory, guarded):
     """Do /dev/shm, System V segments and memfds stay within the worker's memory limit (1 GiB
@@ -396,6 +409,7 @@ def test_memory_no_process_owns_is_bounded_by_the_grading(quiet_shared_memory, g
     assert shmem_mib() - before < 64, "shared memory outlived the grading"
 
 
+@containment
 @needs_cgroup
 def test_a_memory_hog_costs_its_neighbour_nothing(sandbox, tmp_path):
     """Graded at the same time as the solution (a batch of two at once), does the memfd hog
@@ -414,6 +428,7 @@ def test_a_memory_hog_costs_its_neighbour_nothing(sandbox, tmp_path):
     assert leftover_processes() == []
 
 
+@containment
 def test_without_a_cgroup_tmpfs_and_system_v_stay_bounded(guarded, monkeypatch):
     """Where no cgroup can be made, do /dev/shm (a sized tmpfs) and System V segments (the
     sandbox's IPC limits) still stop at 64 MiB, and does results.json say memory was bounded

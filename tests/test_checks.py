@@ -139,6 +139,7 @@ def test_report_reads_mesh_from_arrays(mesh_2x4, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.nbgrader
 def test_nbgrader_validate_tells_the_truth(repo_root, tmp_path):
     """Does `nbgrader validate` fail the released notebook, naming every unimplemented
     function, and pass it once the solutions are filled in?"""

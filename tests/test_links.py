@@ -112,6 +112,7 @@ def test_gradescope_refuses_a_linked_submission(tmp_path, secret_file):
 
 
 @pytest.mark.slow
+@pytest.mark.nbgrader
 def test_nbgrader_refuses_linked_files_and_keeps_nothing_they_name(tmp_path, secret_file):
     """In nbgrader's submitted/ tree, does autograde give a linked notebook 0 (saying why),
     and does neither autograded/ nor feedback/ keep a copy of a linked file handed in beside a
@@ -142,6 +143,7 @@ def test_nbgrader_refuses_linked_files_and_keeps_nothing_they_name(tmp_path, sec
 
 
 @pytest.mark.slow
+@pytest.mark.nbgrader
 def test_nbgrader_collect_and_zip_collect_leave_links_out(tmp_path, secret_file):
     """Does `nbgrader collect` (the exchange) leave out a link a student planted in the inbound
     folder, and `nbgrader zip_collect` one an LMS tar archive held, so that submitted/ never
