@@ -42,6 +42,7 @@ import time
 from .files import NotASubmission, check_submission, read_submission, sha256
 from .gradebooks import GradebookMissing, NbgraderGradebook, summary_tables, write_gradebook_csv
 from .results import Provenance, ResultsUnreadable, SubmissionResult, read_results, write_results
+from .sandbox import dies_with_parent
 from .settings import KIT_ROOT, Limits
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,8 @@ def grade_one(student: str, path: str | None, assignment: str, limits: Limits, o
                    *limits.to_arguments(), *(["--within", trusted] if trusted else []),
                    *(["--only", *only] if only else [])]
         try:
-            proc = subprocess.run(command, cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            # Killed with this process, whatever kills it (a batch killed alone left its gradings running).
+            proc = subprocess.run(dies_with_parent(command), cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, timeout=limits.submission_timeout + 120,
                                   start_new_session=True)
             result = read_results(out)

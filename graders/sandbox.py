@@ -467,8 +467,13 @@ def limited(command: list[str], resources: Resources) -> list[str]:
     processes = [f"--nproc={resources.processes}"] if os.geteuid() == 0 else []
     return ["prlimit", f"--as={resources.address_space_bytes}", *processes,
             f"--nofile={resources.open_files}", f"--fsize={resources.tmp_bytes}",
-            f"--cpu={resources.cpu_seconds}", "--core=0", "--",
-            "setpriv", "--pdeathsig", "KILL", "--", *command]
+            f"--cpu={resources.cpu_seconds}", "--core=0", "--", *dies_with_parent(command)]
+
+
+def dies_with_parent(command: list[str]) -> list[str]:
+    """`command`, killed when the thread that started it ends (setpriv's parent-death signal),
+    so that no grading outlives a killed grader; `command` itself where setpriv is missing."""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *command] if shutil.which("setpriv") else command
 
 
 def isolated(command: list[str], isolation: Isolation, uid: int | None, resources: Resources,

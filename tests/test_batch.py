@@ -109,9 +109,26 @@ def test_is_current_needs_a_complete_grade_of_the_same_file():
     assert not is_current(None, "problem1", "abc", None)
 
 
+def gradings_of(submitted) -> list[str]:
+    """The command lines of the gradings (`python -m graders`, not the batch) running on this
+    machine of a file under `submitted`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(submitted) in line and "graders.batch" not in line:
+            found.append(line)
+    return found
+
+
 def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
-    """Killed after its first result and run again, does a batch keep what it had, grade the
-    rest, and end with the grades of a batch run straight through?"""
+    """Killed after its first result (SIGKILL to the batch's process alone, as the kernel's OOM
+    killer sends it) and run again, does a batch keep what it had, grade the rest, and end
+    with the grades of a batch run straight through? And does no grading it had started
+    outlive it?"""
     submitted = submitted_tree(tmp_path)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     proc = subprocess.run(batch_command(submitted, straight, "--workers", "2"), cwd=REPO_ROOT,
@@ -121,8 +138,18 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
     batch = subprocess.Popen(batch_command(submitted, resumed, "--workers", "1"), cwd=REPO_ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        while batch.poll() is None and not (resumed.exists() and scores(resumed)):
-            time.sleep(0.2)
+        while batch.poll() is None and not (resumed.exists() and scores(resumed) and gradings_of(submitted)):
+            time.sleep(0.2)  # until a grading is in flight after the first result
+        in_flight = [line.split(" -o ")[1].split()[0] for line in gradings_of(submitted)]
+        assert batch.poll() is None and in_flight, "the batch ended before it could be killed"
+        os.kill(batch.pid, signal.SIGKILL)
+        batch.wait()
+        deadline = time.monotonic() + 10
+        while gradings_of(submitted) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for out in in_flight:  # a grading left running finishes and writes its results here
+            assert not os.path.exists(out), "a grading outlived its killed batch"
+            shutil.rmtree(os.path.dirname(out), ignore_errors=True)  # the killed batch's scratch
     finally:
         if batch.poll() is None:
             os.killpg(batch.pid, signal.SIGKILL)

@@ -186,9 +186,7 @@ def test_collect_is_not_raced_into_copying_what_a_link_names(tmp_path):
     """While collect runs, a student swaps their notebook with a link to the instructor's file
     again and again (renameat2's exchange): does any collected copy ever hold the linked file's
     text, or a link? (A check-then-copy loses this race a few times in a few hundred.)"""
-    import ctypes
     import logging
-    import multiprocessing
 
     from nbgrader.auth import Authenticator
     from nbgrader.coursedir import CourseDirectory
@@ -202,16 +200,16 @@ def test_collect_is_not_raced_into_copying_what_a_link_names(tmp_path):
     (inbound / "problem1.ipynb").write_text('{"student work": 1}')
     os.symlink(secret, inbound / ".link")
 
-    def swap_forever(a: bytes, b: bytes):
-        libc = ctypes.CDLL(None, use_errno=True)
-        while True:
-            libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
-
-    swapper = multiprocessing.Process(target=swap_forever, daemon=True,
-                                      args=(str(inbound / "problem1.ipynb").encode(), str(inbound / ".link").encode()))
+    # A process of its own, started by exec: forking this process (JAX's threads) could deadlock.
+    swap_forever = ("import ctypes, sys\n"
+                    "libc = ctypes.CDLL(None, use_errno=True)\n"
+                    "a, b = (p.encode() for p in sys.argv[1:])\n"
+                    "while True:\n"
+                    "    libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE\n")
     collect = CollectRegularFiles(coursedir=CourseDirectory(), authenticator=Authenticator())
     collect.log.setLevel(logging.ERROR)
-    swapper.start()
+    swapper = subprocess.Popen([sys.executable, "-c", swap_forever, str(inbound / "problem1.ipynb"),
+                                str(inbound / ".link")])
     try:
         for i in range(300):
             dest = tmp_path / f"submitted-{i}"
@@ -220,5 +218,5 @@ def test_collect_is_not_raced_into_copying_what_a_link_names(tmp_path):
                 assert not os.path.islink(dest / name)
                 assert "SECRET" not in (dest / name).read_text(), "collect copied what a link names"
     finally:
-        swapper.terminate()
-        swapper.join()
+        swapper.kill()
+        swapper.wait()
