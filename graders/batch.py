@@ -36,7 +36,9 @@ import logging
 import os
 import subprocess
 import sys
+import signal
 import tempfile
+import threading
 import time
 
 from .files import NotASubmission, check_submission, read_submission, sha256
@@ -154,6 +156,11 @@ def discover(source: str, assignment: str) -> list[Submission]:
 # --- grading, one submission per process ---------------------------------------------------
 
 
+_RUNNING: set[subprocess.Popen] = set()
+"""The `python -m graders` processes running now (`grade_one`), for `_stop_gradings`."""
+_RUNNING_LOCK = threading.Lock()
+
+
 def grade_one(student: str, path: str | None, assignment: str, limits: Limits, only: list[str] | None,
               concurrent: int = 1, scratch: str | None = None, trusted: str | None = None) -> SubmissionResult:
     """Grade one submission in a `python -m graders` process of its own, with every limit
@@ -166,19 +173,33 @@ def grade_one(student: str, path: str | None, assignment: str, limits: Limits, o
                    "--assignment", assignment, "-o", out, "--quiet", f"--concurrent={concurrent}",
                    *limits.to_arguments(), *(["--within", trusted] if trusted else []),
                    *(["--only", *only] if only else [])]
-        try:
-            # Killed with this process, whatever kills it (a batch killed alone left its gradings running).
-            proc = subprocess.run(dies_with_parent(command), cwd=KIT_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, timeout=limits.submission_timeout + 120,
-                                  start_new_session=True)
-            result = read_results(out)
-        except subprocess.TimeoutExpired:
+        # A process group of its own, killed with this process whatever kills it (the parent-death
+        # signal) and by `_stop_gradings` when the batch is interrupted.
+        with subprocess.Popen(dies_with_parent(command), cwd=KIT_ROOT, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True) as proc:
+            with _RUNNING_LOCK:
+                _RUNNING.add(proc)
+            timed_out = False
+            try:
+                _, stderr = proc.communicate(timeout=limits.submission_timeout + 120)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+            finally:
+                with _RUNNING_LOCK:
+                    _RUNNING.discard(proc)
+        if timed_out:
             why = f"the grading process ran over {limits.submission_timeout + 120:g} s"
             result = SubmissionResult.failed(assignment, path or "", why, graders_fault=True, only=only)
-        except ResultsUnreadable:
-            tail = (proc.stderr or b"").decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
-            why = f"the grading process failed (exit code {proc.returncode}): {tail[0][:300]}"
-            result = SubmissionResult.failed(assignment, path or "", why, graders_fault=True, only=only)
+        else:
+            try:
+                result = read_results(out)
+            except ResultsUnreadable:
+                tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+                why = f"the grading process failed (exit code {proc.returncode}): {tail[0][:300]}"
+                result = SubmissionResult.failed(assignment, path or "", why, graders_fault=True, only=only)
     result.execution_time = time.perf_counter() - started
     return result
 
@@ -295,9 +316,31 @@ def run_batch(submissions: list[Submission], assignment: str, out: str, *, worke
             pending.append(s)
     own = executor is None
     pool = cf.ThreadPoolExecutor(max_workers=max(1, workers)) if own else executor
-    with pool if own else contextlib.nullcontext():
+    try:
         _grade_until_done(pending, pool, recorder, limits, max(1, workers))
+    except BaseException:  # Ctrl-C: stop now, not after every grading already queued
+        if own:
+            _stop_gradings(pool)
+        raise
+    finally:
+        if own:
+            pool.shutdown()
     return [recorder.outcomes[s.student] for s in submissions]
+
+
+def _stop_gradings(pool: cf.ThreadPoolExecutor) -> None:
+    """Cancel the gradings not started and kill those running (each a process group of its
+    own) until the pool's threads are done; what they graded is not recorded."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    waiting = threading.Thread(target=pool.shutdown)  # returns when the running gradings have ended
+    waiting.start()
+    while waiting.is_alive():
+        with _RUNNING_LOCK:
+            running = list(_RUNNING)
+        for proc in running:  # again and again: a thread may have started one since
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        waiting.join(0.1)
 
 
 def _grade_until_done(pending: list[Submission], pool, recorder: _Recorder, limits: Limits,

@@ -124,36 +124,56 @@ def gradings_of(submitted) -> list[str]:
     return found
 
 
+def interrupt(submitted, out, sig, printed) -> tuple[int, list[str], set[str]]:
+    """Run a batch of one worker into `out` (what it prints into the file `printed`) and send
+    `sig` to its process alone once a grading is in flight after its first result. Returns
+    its exit code, the results.json paths of the gradings in flight then, and the students
+    whose grading ran after the signal."""
+    with open(printed, "w") as log:
+        batch = subprocess.Popen(batch_command(submitted, out, "--workers", "1"), cwd=REPO_ROOT,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        while batch.poll() is None and not (out.exists() and scores(out) and gradings_of(submitted)):
+            time.sleep(0.1)  # until a grading is in flight after the first result
+        in_flight = gradings_of(submitted)
+        assert batch.poll() is None and in_flight, "the batch ended before it could be interrupted"
+        os.kill(batch.pid, sig)
+        after, deadline = set(), time.monotonic() + 30
+        while (batch.poll() is None or gradings_of(submitted)) and time.monotonic() < deadline:
+            after |= {line.split(str(submitted))[1].split(os.sep)[1] for line in gradings_of(submitted)}
+            time.sleep(0.05)
+        after |= {line.split(str(submitted))[1].split(os.sep)[1] for line in gradings_of(submitted)}
+    finally:
+        if batch.poll() is None:
+            os.killpg(batch.pid, signal.SIGKILL)
+        batch.wait()
+    outs = [line.split(" -o ")[1].split()[0] for line in in_flight]
+    started_after = after - {line.split(str(submitted))[1].split(os.sep)[1] for line in in_flight}
+    return batch.returncode, outs, started_after
+
+
 def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
-    """Killed after its first result (SIGKILL to the batch's process alone, as the kernel's OOM
-    killer sends it) and run again, does a batch keep what it had, grade the rest, and end
-    with the grades of a batch run straight through? And does no grading it had started
-    outlive it?"""
+    """Stopped after its first result by Ctrl-C, or killed (SIGKILL to the batch's process
+    alone, as the kernel's OOM killer sends it), and run again: does a batch stop at once,
+    leaving no grading running, keep what it had, grade the rest, and end with the grades of a
+    batch run straight through?"""
     submitted = submitted_tree(tmp_path)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     proc = subprocess.run(batch_command(submitted, straight, "--workers", "2"), cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
-    batch = subprocess.Popen(batch_command(submitted, resumed, "--workers", "1"), cwd=REPO_ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        while batch.poll() is None and not (resumed.exists() and scores(resumed) and gradings_of(submitted)):
-            time.sleep(0.2)  # until a grading is in flight after the first result
-        in_flight = [line.split(" -o ")[1].split()[0] for line in gradings_of(submitted)]
-        assert batch.poll() is None and in_flight, "the batch ended before it could be killed"
-        os.kill(batch.pid, signal.SIGKILL)
-        batch.wait()
-        deadline = time.monotonic() + 10
-        while gradings_of(submitted) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for out in in_flight:  # a grading left running finishes and writes its results here
-            assert not os.path.exists(out), "a grading outlived its killed batch"
-            shutil.rmtree(os.path.dirname(out), ignore_errors=True)  # the killed batch's scratch
-    finally:
-        if batch.poll() is None:
-            os.killpg(batch.pid, signal.SIGKILL)
-        batch.wait()
+    # Ctrl-C: nothing queued starts, what runs is stopped, and it says how to go on.
+    code, _, started_after = interrupt(submitted, resumed, signal.SIGINT, tmp_path / "interrupted.out")
+    printed = (tmp_path / "interrupted.out").read_text()
+    assert code == 130 and "run the same command again to grade the rest" in " ".join(printed.split()), printed
+    assert started_after == set(), f"gradings started after Ctrl-C: {started_after}"
+    # SIGKILL: the grading in flight dies with the batch (left running, it would write its results).
+    code, in_flight, _ = interrupt(submitted, resumed, signal.SIGKILL, tmp_path / "killed.out")
+    assert code == -signal.SIGKILL
+    for out in in_flight:
+        assert not os.path.exists(out), "a grading outlived its killed batch"
+        shutil.rmtree(os.path.dirname(out), ignore_errors=True)  # the killed batch's scratch
     first = scores(resumed)
     assert 1 <= len(first) <= 4
     assert not (resumed / "gradebook.csv").exists() or len(first) == 4
