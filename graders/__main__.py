@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -31,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     from .supervisor import Prepared
 
     limits = from_arguments(args)
+    if args.output:
+        from .files import unwritable_folder
+
+        if problem := unwritable_folder(os.path.dirname(os.path.abspath(args.output))):
+            parser.error(f"{problem}: pass -o a path in a folder you can write")
     try:
         # First of all, the export worker: its Python and JAX start while this process
         # imports the contracts, the results and pytest.

@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 
-from .files import NotASubmission, check_submission, read_submission, sha256
+from .files import NotASubmission, check_submission, read_submission, sha256, unwritable_folder
 from .gradebooks import GradebookMissing, NbgraderGradebook, summary_tables, write_gradebook_csv
 from .results import Provenance, ResultsUnreadable, SubmissionResult, read_results, write_results
 from .sandbox import dies_with_parent
@@ -495,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"<student>/{args.assignment}/*.ipynb folders or .ipynb/.py files")
         return 1
     out = os.path.abspath(args.out or os.path.join("graded", args.assignment))
+    if problem := unwritable_folder(out):
+        parser.error(f"{problem}: pass -o a folder you can write")
     limits = from_arguments(args)
     if not _isolation_ok(args, limits, console):
         return 2

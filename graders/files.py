@@ -17,6 +17,7 @@ import io
 import os
 import secrets
 import stat
+import tempfile
 
 MAX_SUBMISSION_BYTES = 32 * 2**20
 """A larger file is not graded (notebooks with big outputs stay far below this)."""
@@ -167,6 +168,18 @@ def write_atomic(path: str, text: str, mode: int | None = None) -> None:
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list)."""
+
+
+def unwritable_folder(folder: str) -> str | None:
+    """Why results cannot be written into `folder` (made if missing), or None if they can:
+    checked before grading, so that no grade is lost to a folder that refuses it at the end."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        return f"cannot write results into {folder} ({e.strerror})"
+    return None
 
 
 def safe_cell(value):

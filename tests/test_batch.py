@@ -214,6 +214,22 @@ def test_unknown_assignment_is_refused(tmp_path):
     assert proc.returncode == 2 and "unknown assignment 'nope'; known: " in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["graders.batch", "graders"])
+def test_a_results_folder_that_cannot_be_written_is_refused_before_grading(tmp_path, command):
+    """Does an output folder that cannot be made (here under a file) stop `graders.batch` and
+    `python -m graders` before any grading, saying which folder and what to do, rather than
+    with a traceback once the grades are in?"""
+    (tmp_path / "alice.py").write_text("x = 1\n")
+    (tmp_path / "a-file").write_text("")
+    folder = tmp_path / "a-file" / "graded"
+    source, out = ((tmp_path, folder) if command == "graders.batch"
+                   else (tmp_path / "alice.py", folder / "results.json"))
+    proc = subprocess.run([sys.executable, "-m", command, str(source), "-a", "problem1", "-o", str(out)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"cannot write results into {folder} (Not a directory): pass -o a" in proc.stderr, proc.stderr
+
+
 def test_gradebook_csv_cells_never_start_a_formula(tmp_path):
     """Do student names and problem texts that start like a spreadsheet formula (=, +, -, @,
     tab, carriage return) land in gradebook.csv as text, the scores as numbers?"""
