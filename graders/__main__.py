@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     from .supervisor import Prepared
 
     limits = from_arguments(args)
+    if not args.within and not os.path.lexists(args.submission):  # a mistyped path, not a student's zero
+        parser.error(f"no file at {args.submission}: pass the student's .ipynb or .py")
     if args.output:
         from .files import unwritable_folder
 

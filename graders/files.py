@@ -45,7 +45,10 @@ def _open_beneath(path: str, trusted: str | None) -> int:
     if relative.startswith(".."):
         raise NotASubmission(f"{path} is not inside {start}")
     parts = relative.split(os.sep)
-    fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(start, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise NotASubmission(f"{start} cannot be read: {e.strerror}") from e
     try:
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
@@ -57,7 +60,7 @@ def _open_beneath(path: str, trusted: str | None) -> int:
                 try:
                     what = _kind(os.lstat(where).st_mode)
                 except OSError:
-                    what = "missing"
+                    raise NotASubmission(f"{where} does not exist") from e
                 raise NotASubmission(f"{where} is {what}: only regular files are graded, never "
                                      f"what a link points to") from e
             os.close(fd)

@@ -53,6 +53,19 @@ def test_reading_refuses_links_fifos_and_linked_folders(tmp_path, secret_file):
         with pytest.raises(NotASubmission, match=what):
             read_submission(str(tmp_path / name), str(tmp_path))
     check_submission(str(tmp_path / "real" / "f.py"), str(tmp_path))
+    for missing in (tmp_path / "gone.py", tmp_path / "gone" / "f.py"):  # no hint about links there
+        with pytest.raises(NotASubmission, match=f"^{tmp_path / 'gone'}(.py)? does not exist$"):
+            read_submission(str(missing), str(tmp_path))
+    with pytest.raises(NotASubmission, match="cannot be read: No such file or directory"):
+        read_submission(str(tmp_path / "gone" / "f.py"))  # no trusted folder: its own folder is missing
+
+
+def test_python_m_graders_says_when_there_is_no_file(tmp_path):
+    """Is a mistyped path to `python -m graders` an error at once, not a zero for every case?"""
+    proc = subprocess.run([sys.executable, "-m", "graders", str(tmp_path / "alcie.py"), "-a", "problem1"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"no file at {tmp_path / 'alcie.py'}: pass the student's .ipynb or .py" in proc.stderr
 
 
 def test_python_m_graders_refuses_a_linked_file(tmp_path):
