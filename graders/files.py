@@ -174,14 +174,16 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def unwritable_folder(folder: str) -> str | None:
-    """Why results cannot be written into `folder` (made if missing), or None if they can:
+    """Why nothing can be written into `folder` (made if missing), or None if it can:
     checked before grading, so that no grade is lost to a folder that refuses it at the end."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        return f"cannot write into {folder}: it is a file, not a folder"
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as e:
-        return f"cannot write results into {folder} ({e.strerror})"
+        return f"cannot write into {folder} ({e.strerror})"
     return None
 
 

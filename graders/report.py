@@ -26,7 +26,7 @@ import urllib.parse
 from .class_results import (NO_COMMUNICATION, NO_PROGRAM, WHOLE, ClassResults, Graded, NoResults,
                             example_case, first_problems, function_scores, grading_seconds, histogram,
                             pattern_table, problem_table, read_class, slowest_phase)
-from .files import write_atomic
+from .files import unwritable_folder, write_atomic
 
 PAGE = "report.html"
 TOP_PROBLEMS = 30
@@ -322,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     out = args.out or os.path.join(args.folder, PAGE)
+    if problem := unwritable_folder(os.path.dirname(os.path.abspath(out))):
+        print(f"error: {problem}: pass -o a path in a folder you can write",
+              file=sys.stderr)
+        return 2
     write_atomic(out, page(results, out))
     unread = f"; {len(results.unread)} results file(s) not readable, listed in it" if results.unread else ""
     print(f"wrote {out}: {results.assignment}, {len(results.graded)} student(s){unread}")

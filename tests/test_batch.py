@@ -227,7 +227,7 @@ def test_a_results_folder_that_cannot_be_written_is_refused_before_grading(tmp_p
     proc = subprocess.run([sys.executable, "-m", command, str(source), "-a", "problem1", "-o", str(out)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert f"cannot write results into {folder} (Not a directory): pass -o a" in proc.stderr, proc.stderr
+    assert f"cannot write into {folder} (Not a directory): pass -o a" in proc.stderr, proc.stderr
 
 
 def test_gradebook_csv_cells_never_start_a_formula(tmp_path):

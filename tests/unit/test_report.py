@@ -268,6 +268,14 @@ def test_unreadable_results_are_listed_not_fatal(hostile_class, capsys):
     assert "results of problem2, not problem1" in text and "damaged" in text
 
 
+def test_a_page_it_cannot_write_is_an_error_naming_the_folder(hostile_class, tmp_path, capsys):
+    """Is `-o` into a folder that cannot be made a one-line error saying what to do?"""
+    (tmp_path / "a-file").write_text("")
+    assert report_main([hostile_class, "-o", str(tmp_path / "a-file" / "report.html")]) == 2
+    assert capsys.readouterr().err == (f"error: cannot write into {tmp_path / 'a-file'}: it is a file, not a folder: "
+                                       f"pass -o a path in a folder you can write\n")
+
+
 def test_the_counts_on_the_page(hostile_class):
     """Five students gathered over Y in roll_diff, one raised in block_average_jit: are those
     the page's numbers, with every student's row and the rule of each function?"""
