@@ -385,13 +385,19 @@ def _grade_until_done(pending: list[Submission], pool, recorder: _Recorder, limi
 # --- the command line --------------------------------------------------------------------
 
 
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of at least 1")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m graders.batch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("source", help="nbgrader's submitted/ folder, or a folder of .ipynb/.py files")
     parser.add_argument("--assignment", "-a", required=True)
     parser.add_argument("-o", "--out", help="results folder (default: graded/<assignment> here)")
-    parser.add_argument("--workers", "-j", type=int, default=max(1, (os.cpu_count() or 2)),
+    parser.add_argument("--workers", "-j", type=_at_least_one, default=max(1, (os.cpu_count() or 2)),
                         help="submissions graded at once (default: the number of CPUs); with --dask, "
                              "the local Dask cluster's worker processes")
     parser.add_argument("--dask", action="store_true",

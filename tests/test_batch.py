@@ -214,6 +214,13 @@ def test_unknown_assignment_is_refused(tmp_path):
     assert proc.returncode == 2 and "unknown assignment 'nope'; known: " in proc.stderr
 
 
+def test_workers_below_one_are_refused(tmp_path):
+    """Is `--workers 0` an error saying what to give (it graded with one worker, silently)?"""
+    proc = subprocess.run([sys.executable, "-m", "graders.batch", "-a", "problem1", str(tmp_path), "--workers", "0"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--workers/-j: '0': give a whole number of at least 1" in proc.stderr
+
+
 @pytest.mark.parametrize("command", ["graders.batch", "graders"])
 def test_a_results_folder_that_cannot_be_written_is_refused_before_grading(tmp_path, command):
     """Does an output folder that cannot be made (here under a file) stop `graders.batch` and
