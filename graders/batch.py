@@ -450,8 +450,13 @@ def _connect(args, console):
     """(The Dask client, or None; how many workers grade). Raises OSError with no scheduler."""
     if not (args.dask or args.scheduler):
         return None, args.workers
+    import distributed  # noqa: F401  (it sets its loggers to INFO when imported)
+
     from .dask_grading import dask_client
 
+    # Two dozen lines of start-up and shut-down on every run: distributed's loggers follow
+    # --log-level, like the kit's.
+    logging.getLogger("distributed").setLevel(logging.getLogger().level)
     client = dask_client(args.scheduler, args.workers)
     n_workers = len(client.nthreads())
     console.print(f"dask: {n_workers} worker(s), scheduler {client.scheduler.address}"

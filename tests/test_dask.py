@@ -121,6 +121,7 @@ def test_dask_cluster_gives_the_plain_batch_gradebook(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 graded" in proc.stdout and "4 kept" in proc.stdout, proc.stdout
+    assert "distributed." not in proc.stdout + proc.stderr, "Dask's INFO lines (start-up, shut-down) printed"
     kept = gradebook(dask)
     assert {s: row[:3] for s, row in kept.items()} == {s: row[:3] for s, row in expected.items()}
     assert {row[3] for row in kept.values()} == {"kept"}
