@@ -34,9 +34,9 @@ import dataclasses
 import datetime
 import logging
 import os
+import signal
 import subprocess
 import sys
-import signal
 import tempfile
 import threading
 import time
@@ -184,8 +184,7 @@ def grade_one(student: str, path: str | None, assignment: str, limits: Limits, o
                 _, stderr = proc.communicate(timeout=limits.submission_timeout + 120)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                _kill_group(proc)
                 proc.communicate()
             finally:
                 with _RUNNING_LOCK:
@@ -338,9 +337,14 @@ def _stop_gradings(pool: cf.ThreadPoolExecutor) -> None:
         with _RUNNING_LOCK:
             running = list(_RUNNING)
         for proc in running:  # again and again: a thread may have started one since
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc)
         waiting.join(0.1)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill a grading process and everything in its process group (it may have ended)."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _grade_until_done(pending: list[Submission], pool, recorder: _Recorder, limits: Limits,

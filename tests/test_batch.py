@@ -109,10 +109,10 @@ def test_is_current_needs_a_complete_grade_of_the_same_file():
     assert not is_current(None, "problem1", "abc", None)
 
 
-def gradings_of(submitted) -> list[str]:
-    """The command lines of the gradings (`python -m graders`, not the batch) running on this
-    machine of a file under `submitted`."""
-    found = []
+def gradings_of(submitted) -> dict[str, str]:
+    """The gradings (`python -m graders`, not the batch) running on this machine of a file
+    under `submitted`: student -> command line."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -120,7 +120,7 @@ def gradings_of(submitted) -> list[str]:
         except OSError:
             continue
         if str(submitted) in line and "graders.batch" not in line:
-            found.append(line)
+            found[line.split(str(submitted))[1].split(os.sep)[1]] = line
     return found
 
 
@@ -139,17 +139,18 @@ def interrupt(submitted, out, sig, printed) -> tuple[int, list[str], set[str]]:
         assert batch.poll() is None and in_flight, "the batch ended before it could be interrupted"
         os.kill(batch.pid, sig)
         after, deadline = set(), time.monotonic() + 30
-        while (batch.poll() is None or gradings_of(submitted)) and time.monotonic() < deadline:
-            after |= {line.split(str(submitted))[1].split(os.sep)[1] for line in gradings_of(submitted)}
+        while time.monotonic() < deadline:
+            running = gradings_of(submitted)
+            after |= running.keys()
+            if batch.poll() is not None and not running:
+                break
             time.sleep(0.05)
-        after |= {line.split(str(submitted))[1].split(os.sep)[1] for line in gradings_of(submitted)}
     finally:
         if batch.poll() is None:
             os.killpg(batch.pid, signal.SIGKILL)
         batch.wait()
-    outs = [line.split(" -o ")[1].split()[0] for line in in_flight]
-    started_after = after - {line.split(str(submitted))[1].split(os.sep)[1] for line in in_flight}
-    return batch.returncode, outs, started_after
+    outs = [line.split(" -o ")[1].split()[0] for line in in_flight.values()]
+    return batch.returncode, outs, after - in_flight.keys()
 
 
 def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
