@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import weakref
 from collections import defaultdict
 
 import numpy as np
@@ -597,8 +598,23 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
     )
 
 
+_ANALYZED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+"""Analyses by compiled program (and mesh), for as long as the program lives: cases that
+share a compilation (problem2's routings) share its analysis (`ProgramAnalysis` is frozen)."""
+
+
 def analyze(compiled, mesh) -> ProgramAnalysis:
     """Analyze a `jax.stages.Compiled` program that runs on `mesh`."""
+    on = (tuple(mesh.devices.shape), tuple(mesh.axis_names))
+    known = _ANALYZED.get(compiled)
+    if known is not None and known[0] == on:
+        return known[1]
+    analysis = _analyze(compiled, on)
+    _ANALYZED[compiled] = (on, analysis)
+    return analysis
+
+
+def _analyze(compiled, on: tuple) -> ProgramAnalysis:
     try:
         memory = compiled.memory_analysis()
         temp = int(memory.temp_size_in_bytes)
@@ -611,7 +627,4 @@ def analyze(compiled, mesh) -> ProgramAnalysis:
         flops, accessed = float(costs.get("flops", 0.0)), float(costs.get("bytes accessed", 0.0))
     except Exception:  # no cost analysis on this backend
         flops = accessed = None
-    return analyze_text(
-        compiled.as_text(), tuple(mesh.devices.shape), tuple(mesh.axis_names), temp, flops, accessed,
-        argument_bytes, output_bytes,
-    )
+    return analyze_text(compiled.as_text(), *on, temp, flops, accessed, argument_bytes, output_bytes)

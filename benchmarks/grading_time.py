@@ -6,7 +6,7 @@ Prints, measured side by side in one run (verdict cache off; these machines are 
 compare ratios):
 - seconds for `python -m graders` (a whole process, as instructors run it), for the floor
   (`benchmarks/floor.py`: one unsandboxed process compiling each distinct program once),
-  for the grading parent alone (`python -m graders` on a missing file: Python, pytest, the
+  for the grading parent alone (`python -m graders --within` on a missing file: Python, pytest, the
   contract; no worker), and for starting Python + JAX with 8 devices (what each sandboxed
   worker pays before its first case), medians of --repeat, alternating;
 - a timeline of one grading in this process (`grade_submission`): when the export worker
@@ -43,8 +43,10 @@ def whole_processes(assignment: str, submission: str, repeat: int) -> dict[str, 
     commands = {
         "python -m graders (whole process)": ([py, "-m", "graders", submission, "-a", assignment, "--quiet"], env),
         "floor (benchmarks/floor.py)": ([py, os.path.join(ROOT, "benchmarks", "floor.py"), assignment], floor_environment()),
-        "grading parent alone (no worker)": ([py, "-m", "graders", os.path.join(ROOT, "missing.py"), "-a", assignment,
-                                              "--quiet"], env),
+        # --within: a file missing beneath a folder is graded (zeros, no worker), as in a batch;
+        # without it, `python -m graders` stops at once with "no file at PATH".
+        "grading parent alone (no worker)": ([py, "-m", "graders", os.path.join(ROOT, "missing.py"), "--within", ROOT,
+                                              "-a", assignment, "--quiet"], env),
         "Python + JAX + 8 devices (one worker's start)": (
             [py, "-I", "-c", f"import sys; sys.path.insert(0, {ROOT!r}); from assignments.devices import "
                              f"setup_devices; setup_devices(8)"], env),

@@ -233,6 +233,18 @@ PROBE = [sys.executable, "-I", "-c", "import os; print(os.getuid())"]
 PROBE_UID = SLOT_UID_BASE + SLOTS - 1
 
 
+@functools.lru_cache(maxsize=2)
+def _probe(ipc_limits: bool) -> subprocess.CompletedProcess | OSError | subprocess.TimeoutExpired:
+    """The probe run in the sandbox, with or without the System V limits prefix. Cached:
+    where the limits can be set, `ipc_limits_settable` and `bubblewrap_problem` read one run
+    (one sandbox start fewer in every grading's set-up)."""
+    probe = bwrap_command(PROBE, PROBE_UID if os.geteuid() == 0 else None, PROBE_RESOURCES, ipc_limits=ipc_limits)
+    try:
+        return subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return e
+
+
 @functools.lru_cache(maxsize=1)
 def ipc_limits_settable() -> bool:
     """Can the sandbox set System V limits in its own IPC namespace? (Some kernels keep
@@ -240,12 +252,8 @@ def ipc_limits_settable() -> bool:
     True when bubblewrap itself fails: `bubblewrap_problem` reports that."""
     if not shutil.which("bwrap"):
         return True
-    probe = bwrap_command(PROBE, PROBE_UID if os.geteuid() == 0 else None, PROBE_RESOURCES, ipc_limits=True)
-    try:
-        proc = subprocess.run(probe, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return True
-    return not (proc.returncode == 126 and not proc.stdout.strip())
+    proc = _probe(True)
+    return isinstance(proc, Exception) or not (proc.returncode == 126 and not proc.stdout.strip())
 
 
 @functools.lru_cache(maxsize=1)
@@ -255,11 +263,9 @@ def bubblewrap_problem() -> str | None:
         return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         return "setpriv (util-linux) is missing"
-    probe = bwrap_command(PROBE, PROBE_UID if os.geteuid() == 0 else None, PROBE_RESOURCES)
-    try:
-        proc = subprocess.run(probe, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bubblewrap failed to start ({e})"
+    proc = _probe(ipc_limits_settable())
+    if isinstance(proc, Exception):
+        return f"bubblewrap failed to start ({proc})"
     if proc.returncode != 0 or proc.stdout.strip() != str(SANDBOX_UID):
         why = (proc.stderr.strip().splitlines() or ["no message"])[-1]
         return (f"bubblewrap could not create its namespaces here ({why}); user namespaces may "
