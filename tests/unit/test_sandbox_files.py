@@ -81,3 +81,52 @@ def test_threads_writing_one_file_at_once_each_leave_it_whole(tmp_path):
         t.join()
     assert errors == []
     assert os.listdir(tmp_path) == ["hosts"]  # no temporary file left
+
+
+# --- the probe that decides whether bubblewrap can sandbox a worker here -----------------------
+
+
+@pytest.fixture
+def probes(monkeypatch, kit_tmp):
+    """Runs of the sandbox probe, answered by `answer(command)` -> (exit code, stdout)."""
+    runs = []
+
+    def run(command, **kwargs):
+        runs.append(command)
+        code, out = probes.answer(command)
+        return sandbox.subprocess.CompletedProcess(command, code, out, "")
+
+    caches = (sandbox._probe, sandbox.ipc_limits_settable, sandbox.bubblewrap_problem)
+    for cached in caches:
+        cached.cache_clear()
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(sandbox.subprocess, "run", run)
+    probes.runs = runs
+    yield probes
+    for cached in caches:
+        cached.cache_clear()
+
+
+def _sets_limits(command) -> bool:
+    return any("shmmax" in part for part in command)
+
+
+def test_one_probe_answers_both_questions_where_the_limits_can_be_set(probes):
+    probes.answer = lambda command: (0, f"{sandbox.SANDBOX_UID}\n")
+    assert sandbox.bubblewrap_problem() is None and sandbox.ipc_limits_settable()
+    assert len(probes.runs) == 1 and _sets_limits(probes.runs[0])
+
+
+def test_read_only_limits_are_probed_again_without_them(probes):
+    """A kernel that keeps the System V limits read-only in the namespace: the prefix exits
+    126 before the probe prints; bubblewrap itself works, without the prefix."""
+    probes.answer = lambda command: (126, "") if _sets_limits(command) else (0, f"{sandbox.SANDBOX_UID}\n")
+    assert sandbox.bubblewrap_problem() is None and not sandbox.ipc_limits_settable()
+    assert [_sets_limits(c) for c in probes.runs] == [True, False]
+
+
+def test_a_sandbox_that_cannot_start_is_named(probes):
+    probes.answer = lambda command: (1, "")
+    problem = sandbox.bubblewrap_problem()
+    assert problem.startswith("bubblewrap could not create its namespaces here")
+    assert len(probes.runs) == 1  # a failure that is not the limits' exit code answers both
