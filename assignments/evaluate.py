@@ -211,6 +211,8 @@ def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_v
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
     if isinstance(out, (tuple, list)):
         return [f"returned {len(out)} values; expected one array {part.result.describe(case)}"]
+    if not isinstance(out, jax.Array):  # a dict, None, or another pytree the program returned
+        return [f"returned a {type(out).__name__}; expected one array {part.result.describe(case)}"]
     if tuple(out.shape) != want_shape:
         return [f"wrong shape: got {tuple(out.shape)}, expected {want_shape} ({part.result.describe(case)})"]
     if out.dtype != want_dtype:

@@ -57,6 +57,7 @@ EXPECTED = {
     "tampering": (0, {"roll_diff": r"not implemented"}),
     "wrong_dtype": (8, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
     "wrong_shape": (8, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
+    "returns_dict": (8, {"shard_average_shard_map": r"returned a dict; expected one array"}),
     "wrong_signature": (8, {"roll_diff": r"wrong signature"}),
     # tests/submissions/faults
     "truncated": (0, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),

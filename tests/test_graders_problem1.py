@@ -168,6 +168,14 @@ def test_wrong_shape(grade):
                        r"wrong shape: got \(16, 8\), expected \(2, 8\)")
 
 
+def test_a_dict_instead_of_an_array(grade):
+    """Does a result wrapped in a dict cost the part with a message saying so (not a judge
+    that fails as if the student's process had crashed)?"""
+    result = grade("returns_dict")
+    assert_only_broken(result, "shard_average_shard_map", 0,
+                       r"returned a dict; expected one array out: float32\[2, 8\] at P\('X', 'Y'\)")
+
+
 def test_nan_output(grade):
     """Are NaNs in a result reported as NaNs, not as a vague value mismatch?"""
     result = grade("nan_output")
@@ -396,7 +404,7 @@ def test_cli_writes_gradescope_results(tmp_path):
 
 TESTED = {
     "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
-    "wrong_dtype", "wrong_shape", "nan_output", "jit_part_uses_shard_map", "raises",
+    "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
     "missing_function", "wrong_signature", "loop_while_tracing", "loop_top_level",
     "crash_one_case", "hang_blocks_alarm", "memory_hog", "huge_output", "tampering",
     "forge_events", "reads_solutions", "compiled_infinite_loop",
