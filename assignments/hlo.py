@@ -48,6 +48,21 @@ class ArrayShape:
     def bytes(self) -> int:
         return self.elements * _DTYPE_BYTES.get(self.dtype, 4)
 
+    @property
+    def size(self) -> int:
+        """How large the array is, in float32 values: its elements, or its bytes / 4 when its
+        elements are wider (a c64 or f64 array packs two float32 values into each), so that a
+        memory rule stated in elements cannot be met by packing floats into a wider type."""
+        return max(self.elements, -(-self.bytes // 4))
+
+    def size_text(self) -> str:
+        """`size` as messages state it: "(6,144 elements)", or for a wide type "(6,144
+        elements of 8 bytes: as large as 12,288 float32 values)"."""
+        if self.size == self.elements:
+            return f"({self.elements:,} elements)"
+        return (f"({self.elements:,} elements of {_DTYPE_BYTES.get(self.dtype, 4)} bytes: as large as "
+                f"{self.size:,} float32 values)")
+
     def __str__(self) -> str:
         return f"{self.dtype}[{','.join(map(str, self.dims))}]"
 
@@ -98,6 +113,12 @@ class Collective:
     def bytes(self) -> int:
         """Bytes each device sends in per execution."""
         return sum(o.bytes for o in self.operands)
+
+    @property
+    def size(self) -> int:
+        """What each device sends in per execution, in float32 values (`ArrayShape.size`): the
+        measure of the rules that state a collective's size in elements."""
+        return sum(o.size for o in self.operands)
 
     @property
     def directions(self) -> tuple[int, ...]:
@@ -259,7 +280,8 @@ class ProgramAnalysis:
         return sum(c.ring_bytes * c.count for c in self.collectives)
 
     def values_at_least(self, elements: int) -> list[Value]:
-        return [v for v in self.largest_values if v.shape.elements >= elements]
+        """The values as large as `elements` float32 values or larger (`ArrayShape.size`)."""
+        return [v for v in self.largest_values if v.shape.size >= elements]
 
 
 # ---------------------------------------------------------------------------------------
@@ -568,7 +590,9 @@ def values_from_text(text: str, top: int = 10) -> list[Value]:
                 continue
             for shape in inst.shapes:
                 values.append(Value(inst.name, shape, inst.opcode))
-    values.sort(key=lambda v: -v.shape.bytes)
+    # Ranked as the memory rules measure them (`values_at_least`), so that no value those rules
+    # would flag is pushed out of the top by values they would not.
+    values.sort(key=lambda v: -v.shape.size)
     return values[:top]
 
 

@@ -44,6 +44,15 @@ def _observed(collectives) -> str:
     return "; ".join(describe_collective(c) for c in collectives) or "none"
 
 
+def _packed(collectives) -> str:
+    """For sizes judged by bytes: a note when a collective's type is wider than float32."""
+    wide = [c for c in collectives if c.size != c.elements]
+    if not wide:
+        return ""
+    return (f" (a collective of a type wider than float32 counts by its bytes: "
+            f"{wide[0].shape} is as large as {wide[0].size:,} float32 values)")
+
+
 def _over(c: Collective, axes: tuple[str, ...] | None) -> bool:
     return axes is None or any(a in c.axes for a in axes)
 
@@ -153,10 +162,10 @@ class Exactly:
                             f"(observed: {_observed(found)})")
         if self.elements is not None:
             size = _size(self.elements, case)
-            wrong = [c for c in found if c.elements != size]
+            wrong = [c for c in found if c.size != size]
             if wrong:
                 problems.append(f"{self.kind} of the wrong size: {_observed(wrong)}; allowed: "
-                                f"{size:,} elements per device each")
+                                f"{size:,} elements per device each{_packed(wrong)}")
         return problems
 
 
@@ -207,7 +216,7 @@ class NoValueAtLeast:
         big = analysis.values_at_least(limit)
         if not big:
             return []
-        seen = ", ".join(f"{v.name} = {v.shape} ({v.shape.elements:,} elements)" for v in big[:3])
+        seen = ", ".join(f"{v.name} = {v.shape} {v.shape.size_text()}" for v in big[:3])
         hint = f". {self.why}" if self.why else ""
         return [f"the program computes {seen}; allowed: no value with {limit:,} or more elements "
                 f"({self.what}){hint}"]
@@ -237,10 +246,13 @@ class OnlyWhen:
 class SplitReduction:
     """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces or
     reduce-scatters, operands of one combined all-reduce, or any collective-permute ring), so its
-    communication can overlap the matmuls that produce the later pieces."""
+    communication can overlap the matmuls that produce the later pieces. With `whole` (the
+    elements of the reduced result per device), no all-reduce or reduce-scatter operand may be
+    the whole result: a ring beside it would be a decoy, not the reduction."""
 
     axis: str
     pieces: int = 2
+    whole: Size | None = None
 
     def describe(self) -> str:
         return f"the reduction over {self.axis} split into at least {self.pieces} pieces"
@@ -249,6 +261,15 @@ class SplitReduction:
         if case.all_sizes[f"n{self.axis}"] < 2:
             return []  # nothing to reduce over a one-device axis
         reductions = [c for c in analysis.collectives if self.axis in c.axes]
+        whole = None if self.whole is None else _size(self.whole, case)
+        unsplit = [c for c in reductions if whole is not None and c.kind in ("all-reduce", "reduce-scatter")
+                   and any(o.size >= whole for o in c.operands)]
+        if unsplit:
+            return [f"the reduction over {self.axis} runs in one piece: {_observed(unsplit)} reduces the "
+                    f"whole result ({whole:,} elements per device) at once; allowed: at least "
+                    f"{self.pieces} pieces, none of them the whole result. Tile the output dimension and "
+                    f"reduce each tile separately (one psum per tile, or a ring of collective-permutes), "
+                    f"so a tile's communication can overlap the next tile's matmul"]
         if any(c.kind == "collective-permute" for c in reductions):
             return []
         # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps).
@@ -321,13 +342,13 @@ class HalfBlocks:
                  ([(r // 2) * c, -(-r // 2) * c] if r >= 2 else [])
         low, high = min(halves, default=r * c), max(halves, default=r * c)
         wrong = [p for p in analysis.of_kind("collective-permute")
-                 if self.axis in p.axes and not low <= p.elements <= high]
+                 if self.axis in p.axes and not low <= p.size <= high]
         if not wrong:
             return []
         allowed = f"{low:,}" if low == high else f"{low:,} to {high:,}"
         return [f"collective-permute of the wrong size: {_observed(wrong)}; allowed: {allowed} "
                 f"elements each, half of a [{r}, {c}] block (within one row or column when the "
-                f"block is odd), so that both directions carry the same load"]
+                f"block is odd), so that both directions carry the same load{_packed(wrong)}"]
 
 
 def _step_of_ring(c: Collective, mesh_shape, axis_names, axis: str) -> dict[int, float]:

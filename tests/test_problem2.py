@@ -293,6 +293,52 @@ def test_byte_bound_reads_the_routing():
     assert rule.violations(ProgramAnalysis((reduce,), (), None, 8), Case((1, 8), case.sizes), [None, None, B]) == []
 
 
+def test_experts_that_travel_instead_of_the_tokens_are_refused():
+    """Do the all-to-alls have to carry the tokens the routing sends away (a decoy all-to-all of
+    a few numbers does not), and are floats never reduced over X (experts broadcast with a psum
+    of zero-padded copies are refused)? A hand-built analysis of that attack."""
+    rule = TokensByAllToAll(result=lambda s: s["F"] // s["nY"])
+    case = Case((2, 4), {"S": 16, "D": 8, "F": 8, "E": 4})
+    B = np.zeros(16, np.int32)   # every token to expert 0, on row 0: row 1's 8 tokens must leave
+    assert rule.least(case, B) == (8, 8 * 8 * 4 // 4)
+
+    def over_x(kind, dims, count=1, dtype="f32"):
+        return Collective(kind, ("X",), (ArrayShape(dtype, dims),), (), count, 2)
+
+    decoy = ProgramAnalysis((over_x("all-reduce", (8, 2), count=4), over_x("all-to-all", (2, 1))), (), None, 8)
+    floats, short = rule.violations(decoy, case, [None, None, B])
+    assert floats.startswith("floats are reduced over X: all-reduce over X of f32[8,2] (64 bytes) x4; allowed: "
+                             "no all-reduce or reduce-scatter of floats over X")
+    assert short.startswith("the all-to-alls over X carry 8 bytes per device; the tokens need at least 64: "
+                            "8 of the busiest row's tokens are bound for other rows")
+    ids = over_x("all-reduce", (2,), dtype="s32")   # integer counts may be reduced over X
+    routed = ProgramAnalysis((ids, over_x("all-to-all", (2, 8, 2)), over_x("all-to-all", (2, 8, 2))), (), None, 8)
+    assert rule.violations(routed, case, [None, None, B]) == []
+
+
+def test_a_value_packed_into_a_wider_type_counts_by_its_bytes():
+    """Is the dense W[B] gather refused when packed two floats to a c64 element (as large as the
+    f32 one, with half the elements)? And are the largest values ranked as the rules measure
+    them, so that twelve f32 values with more bytes but fewer elements do not push an [S, D, F]
+    mask out of the ten the rules read?"""
+    from assignments.contracts.problem2 import NO_DENSE_LOCAL
+    from assignments.hlo import values_from_text
+
+    case = Case((1, 1), {"S": 32, "D": 16, "F": 24, "E": 4})
+    packed = Value("gather_bitcast_fusion", ArrayShape("c64", (32, 16, 12)), "fusion")
+    [message] = NO_DENSE_LOCAL.violations(ProgramAnalysis((), (packed,), None, 1), case)
+    assert message.startswith("the program computes gather_bitcast_fusion = c64[32,16,12] (6,144 elements of "
+                              "8 bytes: as large as 12,288 float32 values); allowed: no value with 12,288 or more")
+    decoys = "\n".join(f"  %d{i} = f32[4000]{{0}} negate(%p)" for i in range(12))
+    text = (f"HloModule m\n\nENTRY %main (p: f32[4000]) -> f32[4000] {{\n  %p = f32[4000]{{0}} parameter(0)\n"
+            f"{decoys}\n  %c = pred[] constant(true)\n  %mask = pred[32,16,24]{{2,1,0}} broadcast(%c), dimensions={{}}\n"
+            f"  ROOT %r = f32[4000]{{0}} add(%d0, %d1)\n}}\n")
+    values = values_from_text(text)
+    assert values[0].name == "mask"
+    [message] = NO_DENSE_LOCAL.violations(ProgramAnalysis((), tuple(values), None, 1), case)
+    assert message.startswith("the program computes mask = pred[32,16,24] (12,288 elements)")
+
+
 def test_every_token_to_every_row_moves_too_many_bytes(grade):
     """Does an all-to-all that sends every token to every row keep its values and lose the rule
     half on every evenly routed case with nX >= 2 (where it moves nX times what is needed), for

@@ -56,7 +56,8 @@ def test_plain_jit_keeps_values_loses_communication(grade):
         assert part.score < part.max_score
     assert re.search(r"communication observed: all-gather over Y .*allowed: only collective-permute",
                      result.part("allgather_matmul").output)
-    assert re.search(r"the reduction over Y runs as 1 piece", result.part("allreduce_matmul").output)
+    assert re.search(r"the reduction over Y runs in one piece: all-reduce over Y of f32\[4,32\]",
+                     result.part("allreduce_matmul").output)
 
 
 def test_psum_then_slice_reduce_scatter(grade):
@@ -141,6 +142,23 @@ def test_reduce_scatters_count_as_pieces_of_the_reduction():
     assert rule.violations(ProgramAnalysis((rs(4), rs(4)), (), None, 8), case) == []
     [message] = rule.violations(ProgramAnalysis((rs(4),), (), None, 8), case)
     assert message.startswith("the reduction over Y runs as 1 piece(s) (reduce-scatter over Y")
+
+
+def test_a_ring_beside_the_whole_reduction_is_no_split():
+    """Is one all-reduce of the whole [B/nX, F] result refused even beside a permute (a decoy
+    of one element, or the whole packed into a wider type), while a ring with the remainder's
+    psum beside it passes?"""
+    def over_y(kind, dtype, dims):
+        return Collective(kind, ("Y",), (ArrayShape(dtype, dims),), (), 1, 4)
+
+    case = Case((2, 4), {"B": 8, "D": 16, "F": 32})   # the result: [4, 32] per device
+    rule = SplitReduction("Y", pieces=2, whole=lambda s: s["B"] // s["nX"] * s["F"])
+    for whole in (over_y("all-reduce", "f32", (4, 32)), over_y("all-reduce", "c64", (4, 16))):
+        [message] = rule.violations(ProgramAnalysis((whole, over_y("collective-permute", "f32", (1, 1))),
+                                                    (), None, 8), case)
+        assert message.startswith(f"the reduction over Y runs in one piece: all-reduce over Y of {whole.shape}")
+    ring_and_rest = (over_y("collective-permute", "f32", (4, 7)), over_y("all-reduce", "f32", (4, 4)))
+    assert rule.violations(ProgramAnalysis(ring_and_rest, (), None, 8), case) == []
 
 
 def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grade):

@@ -94,6 +94,11 @@ def test_half_blocks_allow_one_row_or_column_of_slack_only_when_odd():
     odd = HalfBlocks("Y", lambda s: 3, lambda s: 5)  # halves: 3x2 or 3x3, or 1x5 or 2x5
     assert odd.violations(ProgramAnalysis((permute(3, 2), permute(3, 3)), (), None, 8), case) == []
     assert odd.violations(ProgramAnalysis((permute(3, 1),), (), None, 8), case)
+    # A whole [4, 4] block packed two floats to a c64 element has half the elements, all the bytes.
+    packed = Collective("collective-permute", ("Y",), (ArrayShape("c64", (16,)),), (), 1, 4, (1,))
+    [message] = even.violations(ProgramAnalysis((packed,), (), None, 8), case)
+    assert message.endswith("(a collective of a type wider than float32 counts by its bytes: c64[16] is as "
+                            "large as 32 float32 values)")
 
 
 def test_uneven_split_both_ways(grade):

@@ -54,7 +54,8 @@ def test_a_wrong_submission_fails_the_cases_it_gets_wrong(tmp_path):
     assert "test_allgather_matmul" not in first.stdout  # -k selected one function
     failed = re.findall(r"FAILED \S+::(test_\w+\[[^\]]+\])", first.stdout)
     assert failed and all(f.startswith("test_allreduce_matmul[") for f in failed), first.stdout[-3000:]
-    assert re.search(r"\(all-reduce over Y of f32\[[\d,]+\] \(\d+ bytes\) x1\); allowed: at least 2",
+    assert re.search(r"runs in one piece: all-reduce over Y of f32\[[\d,]+\] \(\d+ bytes\) x1 reduces the "
+                     r"whole result \(\d+ elements per device\) at once; allowed: at least 2",
                      first.stdout), first.stdout[-3000:]
     again = graders_pytest("graders/test_problem3.py", "--submission", wrong, "--lf", "-o", cache, "-q")
     ran = re.search(r"(\d+) failed", again.stdout)

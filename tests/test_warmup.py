@@ -129,6 +129,23 @@ def test_training_step_that_gathers_the_batch_loses_the_communication_half(grade
         assert sum("all-gather" in p for p in c.problems) <= 1, c.problems
 
 
+def test_a_batch_gathered_by_psum_is_still_a_gather():
+    """Is an all-gather written as a psum of zero-padded shards (every device then holds the
+    whole batch) refused by its size, while the gradient's and the loss's few numbers pass?"""
+    from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+
+    rule = WARMUP.part("dp_train_step").rule
+    case = Case((2, 4), {"Bt": 40}, {"lr": 0.1})
+
+    def psum(*dims):
+        return Collective("all-reduce", ("X", "Y"), tuple(ArrayShape("f32", d) for d in dims), (), 1, 8)
+
+    [message] = rule.violations(ProgramAnalysis((psum((8, 5, 1), (8, 5, 1)),), (), None, 8), case)
+    assert message.startswith("sends 320 bytes per device; allowed: at most 156 (fewer than the batch's Bt "
+                              "float32 values")
+    assert rule.violations(ProgramAnalysis((psum((), (), ()),), (), None, 8), case) == []
+
+
 def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):
     """Does the pmap tutorial's pmean of the gradients, under shard_map with check_vma on,
     fail the comparison with the single-device step on every mesh of more than one device,

@@ -162,7 +162,7 @@ class SmallValues:
         big = analysis.values_at_least(limit)
         if not big:
             return []
-        seen = ", ".join(f"{v.name} = {v.shape} ({v.shape.elements:,} elements)" for v in big[:3])
+        seen = ", ".join(f"{v.name} = {v.shape} {v.shape.size_text()}" for v in big[:3])
         why = []  # one explanation per kind of value, largest first
         for v in big[:3]:
             text = explain_value(v, s, self.result, self.where)
@@ -238,9 +238,11 @@ of fixed-size chunks costs up to about this much; sending every token to every r
 @dataclasses.dataclass(frozen=True)
 class TokensByAllToAll:
     """On meshes with nX >= 2: the tokens travel by all-to-all over X (an all-reduce or an
-    all-gather that broadcasts them does not count), and the collectives over X move at most
-    `BYTES_FACTOR` times what an all-to-all routing each token only to its expert's row needs
-    on the case's routing (read from the case's B).
+    all-gather that broadcasts them does not count), the all-to-alls carry at least the tokens
+    the case's routing sends to other rows (`least`), no float is reduced over X (a psum of
+    zero-padded experts would bring the experts to the tokens), and the collectives over X move
+    at most `BYTES_FACTOR` times what an all-to-all routing each token only to its expert's row
+    needs on the case's routing (read from the case's B).
 
     That need, per device: a fixed-size all-to-all sends one block to every row (its own
     included) per round, so over a run every block must hold the most (token, expert) pairs
@@ -266,34 +268,65 @@ class TokensByAllToAll:
         m = int(pairs.max())
         return m, nX * m * (s["D"] + self.result(s)) * F32
 
+    @staticmethod
+    def least(case, B) -> tuple[int, int]:
+        """(tokens, bytes per device): what the all-to-alls must carry at the least on routing
+        B. The busiest row's tokens bound for other rows (each counted once per destination
+        row) must leave it, D floats each; its nY devices share that, so every device sends at
+        least its D/nY of each."""
+        s = case.all_sizes
+        nX, rows = s["nX"], s["S"] // s["nX"]
+        B = np.asarray(B).reshape(s["S"], -1)
+        leaving = max(sum(len(set(int(e) // (s["E"] // nX) for e in B[i]) - {r})
+                          for i in range(r * rows, (r + 1) * rows)) for r in range(nX))
+        return leaving, leaving * s["D"] * F32 // s["nY"]
+
     def violations(self, analysis, case, inputs=()) -> list[str]:
         s = case.all_sizes
         if s["nX"] < 2:
             return []
         over_x = [c for c in analysis.collectives if "X" in c.axes]
-        tokens = [c for c in over_x if c.kind == "all-to-all" and c.operands
-                  and c.operands[0].dtype.startswith(("f", "bf"))]
+        floats = [c for c in over_x if c.operands and c.operands[0].dtype.startswith(("f", "bf", "c"))]
+        tokens = [c for c in floats if c.kind == "all-to-all"]
         if not tokens:
             return [f"no all-to-all over X moves the tokens (observed over X: {_observed(over_x)}); "
                     f"allowed: tokens travel to the rows that own their experts with "
                     f"jax.lax.all_to_all over X. An all-reduce or all-gather that broadcasts them "
                     f"to every row does not count: every row then receives every token"]
+        problems = []
+        # A psum over X hands every row the same data: experts broadcast to the tokens (a zero-padded
+        # all-gather in all but name). Integer counts may be reduced; all-gathers are NoGatherOverX's.
+        broadcast = [c for c in floats if c.kind in ("all-reduce", "reduce-scatter")]
+        if broadcast:
+            problems.append(f"floats are reduced over X: {_observed(broadcast)}; allowed: no all-reduce or "
+                            f"reduce-scatter of floats over X (a psum over X hands every row the same data). "
+                            f"Each expert's matrix stays on its row: the tokens travel to it in all-to-alls, "
+                            f"and their results come back the same way")
         if any(c.count is None for c in over_x):
-            return [f"cannot count the bytes moved over X: a collective runs an unknown number of "
-                    f"times (observed: {_observed(over_x)})"]
+            return problems + [f"cannot count the bytes moved over X: a collective runs an unknown number "
+                               f"of times (observed: {_observed(over_x)})"]
         if len(inputs) < 3:  # called without the case's inputs: the routing is unknown
-            return []
+            return problems
+        leaving, least = self.least(case, inputs[2])
+        carried = sum(c.bytes * c.count for c in tokens)
+        if carried < least:
+            problems.append(f"the all-to-alls over X carry {carried:,} bytes per device; the tokens need at "
+                            f"least {least:,}: {leaving} of the busiest row's tokens are bound for other "
+                            f"rows, D={s['D']} floats each, shared by its nY={s['nY']} devices. The "
+                            f"tokens must travel to their experts' rows in the all-to-alls (observed: "
+                            f"{_observed(tokens)})")
         m, need = self.need(case, inputs[2])
         moved = sum(c.bytes * c.count for c in over_x)
         if moved <= BYTES_FACTOR * need:
-            return []
-        return [f"moves {moved:,} bytes per device over X; allowed: at most {BYTES_FACTOR}x the "
-                f"{need:,} that an all-to-all routing each token only to its expert's row needs "
-                f"on this routing (nX={s['nX']} blocks per round, {m} (token, expert) pairs for "
-                f"the busiest pair of rows, each carrying D={s['D']} floats there and "
-                f"{self.result(s)} back; counted: each collective's whole operand, ids and the "
-                f"device's own block included, times its runs). {self._why(tokens, m, s)} "
-                f"Observed: {_observed(over_x)}"]
+            return problems
+        return problems + [
+            f"moves {moved:,} bytes per device over X; allowed: at most {BYTES_FACTOR}x the "
+            f"{need:,} that an all-to-all routing each token only to its expert's row needs "
+            f"on this routing (nX={s['nX']} blocks per round, {m} (token, expert) pairs for "
+            f"the busiest pair of rows, each carrying D={s['D']} floats there and "
+            f"{self.result(s)} back; counted: each collective's whole operand, ids and the "
+            f"device's own block included, times its runs). {self._why(tokens, m, s)} "
+            f"Observed: {_observed(over_x)}"]
 
     @staticmethod
     def _why(tokens, m: int, s: dict) -> str:
@@ -330,7 +363,8 @@ NO_DENSE_GATHER_X = SmallValues(
 ROUTED_X = AllOf(
     (TokensByAllToAll(result=whole_f), NoGatherOverX(result=whole_f),
      dataclasses.replace(NO_DENSE_GATHER_X, where="rounds"), _activations(whole_f)),
-    text=f"on meshes with nX >= 2, at least one all-to-all over X moves the tokens, and the bytes "
+    text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
+         f"to other rows; no float all-reduce over X), and the bytes "
          f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
          f"row needs on the case's routing; no all-gather over X; no value as large as the dense "
          f"gather of a device's own tokens (S*D*F/nX elements); on meshes with nX >= 2, no value "
@@ -338,7 +372,8 @@ ROUTED_X = AllOf(
 
 ROUTED = AllOf(
     (TokensByAllToAll(result=per_device_f), NoGatherOverX(), NO_DENSE_ROUNDS, NOT_ALL_ACTIVATIONS),
-    text=f"on meshes with nX >= 2, at least one all-to-all over X moves the tokens, and the bytes "
+    text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
+         f"to other rows; no float all-reduce over X), and the bytes "
          f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
          f"row needs on the case's routing; no all-gather over X; no [S, D, F] value; on meshes "
          f"with nX >= 2, no value per device as large as the global [S, D] activations")

@@ -111,7 +111,7 @@ ASSIGNMENT = Assignment(
             args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
             rule=AllOf((
                 Forbid("all-gather", why="Only the partial sums need reducing; nothing needs gathering."),
-                SplitReduction("Y", pieces=2),
+                SplitReduction("Y", pieces=2, whole=lambda s: s["B"] // s["nX"] * s["F"]),
                 MaxTotalBytes(lambda s: int(1.05 * 2 * (s["nY"] - 1) / s["nY"] * (s["B"] // s["nX"]) * s["F"] * F32),
                               what="one ring all-reduce of the [B/nX, F] result, +5%", ring=True),
             ), text="no all-gather; the reduction split into at least 2 pieces; bytes at most one "

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, Tree
-from ..rules import AllOf, AnyCommunication, Exactly, Forbid, NoCommunication, OnlyKinds, ReducesOverAll
+from ..rules import (AllOf, AnyCommunication, Exactly, Forbid, MaxTotalBytes, NoCommunication, OnlyKinds,
+                     ReducesOverAll)
 
 ALL = ("X", "Y")
 """Both mesh axes together: ``P(ALL)`` splits a dimension over every device."""
@@ -211,8 +212,14 @@ ASSIGNMENT = Assignment(
             rule=AllOf((OnlyKinds(("all-reduce",),
                                   why="Each device needs only the gradient summed over the batch, "
                                       "a few numbers: reduce those (psum), not the batch (no "
-                                      "all-gather)."),),
-                       text="gradient reduction only (all-reduce): no all-gather of the batch"),
+                                      "all-gather)."),
+                        # An all-gather written as a psum of zero-padded shards is still one: the
+                        # gradient and the loss are a few numbers, the batch is Bt of them.
+                        MaxTotalBytes(lambda s: (s["Bt"] - 1) * 4,
+                                      what="fewer than the batch's Bt float32 values: the gradient and "
+                                           "the loss are a few numbers, so a psum of the whole batch "
+                                           "(zero-padded shards) is an all-gather by another name")),
+                       text="gradient reduction only (all-reduce of a few numbers): no all-gather of the batch"),
             reference=sgd_step, inputs=regression_inputs, hint_when=sgd_step_n_times,
             values_hint="The reference is one SGD step on the whole batch, as on one device. "
                         "A step N times too long means the gradient was summed over the "
