@@ -113,9 +113,10 @@ def explain_value(v, s: dict, result: Callable[[dict], int], where: str) -> str:
                 f"([rows, groups*D]), as large as a padded buffer (a TPU or GPU runs ragged_dot without "
                 f"this copy). On this CPU, {_grouping_advice(s, where)}")
     if len(dims) == 3 and dims[0] == G and G >= 2:
+        f = "F" if result is whole_f else "F/nY"  # a device's result columns (the _x parts: all of F)
         sizes = {"local": "E*S*D and E*S*F elements, below S*D*F only while E < D and E < F",
-                 "gather": "E/nX*S*D and E/nX*S*F/nY elements, below the limit only while E < D "
-                           "and E < F/nY",
+                 "gather": f"E/nX*S*D and E/nX*S*{f} elements, below the limit only while E < D "
+                           f"and E < {f}",
                  "rounds": f"{G} x {dims[1]} = {G * dims[1]} rows, against S = {S}"}[where]
         advice = _grouping_advice(s, where)
         return (f"{v.shape} is a padded buffer or its product: {dims[1]} slots for each of {G} experts "
