@@ -180,20 +180,22 @@ class MaxTotalBytes:
     limit: Size
     what: str = "the minimum"
     ring: bool = False
+    kinds: tuple[str, ...] | None = None
+    """Only collectives of these kinds count (the others being another rule's to report)."""
 
     def describe(self) -> str:
         return f"at most {self.what} in bytes per device"
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
         limit = _size(self.limit, case)
-        total = analysis.total_ring_bytes if self.ring else analysis.total_bytes
-        total = None if total is None else int(round(total))
-        if total is None:
+        counted = [c for c in analysis.collectives if self.kinds is None or c.kind in self.kinds]
+        if any(c.count is None for c in counted):
             return [f"cannot bound the bytes sent: a collective runs inside a loop with no "
-                    f"compile-time trip count (observed: {_observed(analysis.collectives)})"]
+                    f"compile-time trip count (observed: {_observed(counted)})"]
+        total = int(round(sum((c.ring_bytes if self.ring else c.bytes) * c.count for c in counted)))
         if total > limit:
             return [f"sends {total:,} bytes per device; allowed: at most {limit:,} ({self.what}). "
-                    f"Observed: {_observed(analysis.collectives)}"]
+                    f"Observed: {_observed(counted)}"]
         return []
 
 
@@ -247,8 +249,8 @@ class SplitReduction:
     """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces or
     reduce-scatters, operands of one combined all-reduce, or any collective-permute ring), so its
     communication can overlap the matmuls that produce the later pieces. With `whole` (the
-    elements of the reduced result per device), no all-reduce or reduce-scatter operand may be
-    the whole result: a ring beside it would be a decoy, not the reduction."""
+    elements of the reduced result per device), no all-reduce or reduce-scatter operand, and no
+    all-to-all, may carry the whole result: a ring beside it would be a decoy, not the reduction."""
 
     axis: str
     pieces: int = 2
@@ -262,8 +264,7 @@ class SplitReduction:
             return []  # nothing to reduce over a one-device axis
         reductions = [c for c in analysis.collectives if self.axis in c.axes]
         whole = None if self.whole is None else _size(self.whole, case)
-        unsplit = [c for c in reductions if whole is not None and c.kind in ("all-reduce", "reduce-scatter")
-                   and any(o.size >= whole for o in c.operands)]
+        unsplit = [c for c in reductions if whole is not None and _reduces_whole(c, whole)]
         if unsplit:
             return [f"the reduction over {self.axis} runs in one piece: {_observed(unsplit)} reduces the "
                     f"whole result ({whole:,} elements per device) at once; allowed: at least "
@@ -272,9 +273,10 @@ class SplitReduction:
                     f"so a tile's communication can overlap the next tile's matmul"]
         if any(c.kind == "collective-permute" for c in reductions):
             return []
-        # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps).
-        pieces = sum(c.pieces * (c.count or 1) for c in reductions
-                     if c.kind in ("all-reduce", "reduce-scatter"))
+        # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps), and so
+        # does an all-to-all whose pieces each device adds up (one piece per all-to-all run).
+        pieces = sum(c.pieces * (c.count or 1) for c in reductions if c.kind in ("all-reduce", "reduce-scatter"))
+        pieces += sum(c.count or 1 for c in reductions if c.kind == "all-to-all")
         if pieces >= self.pieces:
             return []
         if not pieces:
@@ -296,6 +298,15 @@ class SplitReduction:
         return (f"nothing is reduced over {self.axis} (observed: {_observed(analysis.collectives)}); "
                 f"allowed: the partial sums added over {self.axis} (psum over '{self.axis}'), in at least "
                 f"{self.pieces} pieces: each device holds only its share of the contracting dimension")
+
+
+def _reduces_whole(c: Collective, whole: int) -> bool:
+    """Does one run of `c` carry a whole result of `whole` elements to be added up: an
+    all-reduce or reduce-scatter operand that size, or an all-to-all whose operands (XLA:CPU
+    gives it one per device of the group) make it up together?"""
+    if c.kind in ("all-reduce", "reduce-scatter"):
+        return any(o.size >= whole for o in c.operands)
+    return c.kind == "all-to-all" and c.size >= whole
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,18 +362,22 @@ class HalfBlocks:
                 f"block is odd), so that both directions carry the same load{_packed(wrong)}"]
 
 
-def _step_of_ring(c: Collective, mesh_shape, axis_names, axis: str) -> dict[int, float]:
-    """Bytes per device that one run of permute `c` sends each way along `axis` ({+1: ..,
-    -1: ..}): its pairs' directions, each device's share of its bytes (a step of n/2 on an
-    even ring counts as +1, as `Collective.directions` does)."""
+def _step_of_ring(c: Collective, mesh_shape, axis_names, axis: str) -> dict[int, dict[int, float]]:
+    """Bytes that one run of permute `c` sends each way along `axis`, per sending device
+    ({device: {+1: .., -1: ..}}): each pair's direction (a step of n/2 on an even ring counts as
+    +1, as `Collective.directions` does) carries the permute's bytes from its source. An
+    analysis without pairs has one sender standing for all, its distinct directions sharing
+    its bytes."""
     n = max(c.group_size, 1)
     if c.pairs and mesh_shape and axis in axis_names:
         i = list(axis_names).index(axis)
-        ways = [1 if (np.unravel_index(t, mesh_shape)[i] - np.unravel_index(s, mesh_shape)[i]) % n <= n // 2
-                else -1 for s, t in c.pairs]
-    else:  # an analysis without pairs: its distinct directions share its bytes
-        ways = [1 if d > 0 else -1 for d in c.directions]
-    return {w: c.bytes * ways.count(w) / len(ways) for w in (1, -1)} if ways else {}
+        sent: dict[int, dict[int, float]] = {}
+        for s, t in c.pairs:
+            way = 1 if (np.unravel_index(t, mesh_shape)[i] - np.unravel_index(s, mesh_shape)[i]) % n <= n // 2 else -1
+            sent.setdefault(s, {1: 0.0, -1: 0.0})[way] += c.bytes
+        return sent
+    ways = [1 if d > 0 else -1 for d in c.directions]
+    return {-1: {w: c.bytes * ways.count(w) / len(ways) for w in (1, -1)}} if ways else {}
 
 
 def ring_steps(analysis: ProgramAnalysis, axis: str) -> list[tuple[str, list[list[tuple[Collective, int]]]]]:
@@ -424,13 +439,19 @@ class BalancedDirections:
         for p, (where, steps) in enumerate(phases, start=1):
             bad = []
             for k, step in enumerate(steps, start=1):
-                ways = {1: 0.0, -1: 0.0}
+                # Each device must send as much each way: devices that each send one way only, in
+                # turns, balance the total and still leave one direction of every link idle.
+                senders: dict[int, dict[int, float]] = {}
                 for permute, runs in step:
-                    for w, b in _step_of_ring(permute, analysis.mesh_shape, analysis.axis_names, self.axis).items():
-                        ways[w] += b * runs
+                    for device, sent in _step_of_ring(permute, analysis.mesh_shape, analysis.axis_names,
+                                                      self.axis).items():
+                        mine = senders.setdefault(device, {1: 0.0, -1: 0.0})
+                        for w, b in sent.items():
+                            mine[w] += b * runs
                 size = max((o.bytes // max(o.elements, 1) for q, _ in step for o in q.operands), default=4)
-                if abs(ways[1] - ways[-1]) > slack * size:
-                    bad.append((k, ways))
+                worst = max(senders.values(), key=lambda ways: abs(ways[1] - ways[-1]), default={1: 0.0, -1: 0.0})
+                if abs(worst[1] - worst[-1]) > slack * size:
+                    bad.append((k, worst))
             if bad:
                 k, ways = bad[0]
                 step = "" if len(steps) == 1 else f", step {k} of its {len(steps)}"

@@ -295,8 +295,9 @@ def test_byte_bound_reads_the_routing():
 
 def test_experts_that_travel_instead_of_the_tokens_are_refused():
     """Do the all-to-alls have to carry the tokens the routing sends away (a decoy all-to-all of
-    a few numbers does not), and are floats never reduced over X (experts broadcast with a psum
-    of zero-padded copies are refused)? A hand-built analysis of that attack."""
+    a few numbers does not), and do floats cross X only in all-to-alls (experts broadcast with a
+    psum of zero-padded copies, or carried round a ring of permutes, are refused)? Hand-built
+    analyses of those attacks."""
     rule = TokensByAllToAll(result=lambda s: s["F"] // s["nY"])
     case = Case((2, 4), {"S": 16, "D": 8, "F": 8, "E": 4})
     B = np.zeros(16, np.int32)   # every token to expert 0, on row 0: row 1's 8 tokens must leave
@@ -307,8 +308,11 @@ def test_experts_that_travel_instead_of_the_tokens_are_refused():
 
     decoy = ProgramAnalysis((over_x("all-reduce", (8, 2), count=4), over_x("all-to-all", (2, 1))), (), None, 8)
     floats, short = rule.violations(decoy, case, [None, None, B])
-    assert floats.startswith("floats are reduced over X: all-reduce over X of f32[8,2] (64 bytes) x4; allowed: "
-                             "no all-reduce or reduce-scatter of floats over X")
+    assert floats.startswith("floats cross X by all-reduce over X of f32[8,2] (64 bytes) x4; allowed: over X, "
+                             "floats move only in all-to-alls")
+    ring = ProgramAnalysis((over_x("collective-permute", (2, 8, 4)), over_x("all-to-all", (2, 8, 8))), (), None, 8)
+    [message] = rule.violations(ring, case, [None, None, B])
+    assert message.startswith("floats cross X by collective-permute over X of f32[2,8,4]")
     assert short.startswith("the all-to-alls over X carry 8 bytes per device; the tokens need at least 64: "
                             "8 of the busiest row's tokens are bound for other rows")
     ids = over_x("all-reduce", (2,), dtype="s32")   # integer counts may be reduced over X

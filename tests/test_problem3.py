@@ -145,18 +145,19 @@ def test_reduce_scatters_count_as_pieces_of_the_reduction():
 
 
 def test_a_ring_beside_the_whole_reduction_is_no_split():
-    """Is one all-reduce of the whole [B/nX, F] result refused even beside a permute (a decoy
-    of one element, or the whole packed into a wider type), while a ring with the remainder's
-    psum beside it passes?"""
+    """Is one reduction of the whole [B/nX, F] result refused even beside a permute of one
+    element (an all-reduce, one packed into a wider type, or all-to-alls that scatter the whole
+    result for each device to add up), while a ring with the remainder's psum beside it passes?"""
     def over_y(kind, dtype, dims):
         return Collective(kind, ("Y",), (ArrayShape(dtype, dims),), (), 1, 4)
 
     case = Case((2, 4), {"B": 8, "D": 16, "F": 32})   # the result: [4, 32] per device
     rule = SplitReduction("Y", pieces=2, whole=lambda s: s["B"] // s["nX"] * s["F"])
-    for whole in (over_y("all-reduce", "f32", (4, 32)), over_y("all-reduce", "c64", (4, 16))):
+    scatter_by_all_to_all = Collective("all-to-all", ("Y",), (ArrayShape("f32", (1, 4, 8)),) * 4, (), 1, 4)
+    for whole in (over_y("all-reduce", "f32", (4, 32)), over_y("all-reduce", "c64", (4, 16)), scatter_by_all_to_all):
         [message] = rule.violations(ProgramAnalysis((whole, over_y("collective-permute", "f32", (1, 1))),
                                                     (), None, 8), case)
-        assert message.startswith(f"the reduction over Y runs in one piece: all-reduce over Y of {whole.shape}")
+        assert message.startswith(f"the reduction over Y runs in one piece: {whole.kind} over Y of {whole.shape}")
     ring_and_rest = (over_y("collective-permute", "f32", (4, 7)), over_y("all-reduce", "f32", (4, 4)))
     assert rule.violations(ProgramAnalysis(ring_and_rest, (), None, 8), case) == []
 

@@ -206,6 +206,35 @@ def test_balance_fails_closed_without_stages():
     assert rule.violations(ProgramAnalysis((permute(1, 3),), (), None, 8), case) == []  # one way: BothDirections'
 
 
+SWAPS = """HloModule m
+
+ENTRY %main (a: f32[4,2], b: f32[4,2]) -> (f32[4,2], f32[4,2]) {
+  %a = f32[4,2]{1,0} parameter(0)
+  %b = f32[4,2]{1,0} parameter(1)
+  %p = f32[4,2]{1,0} collective-permute(%a), channel_id=1, source_target_pairs=FIRST
+  %q = f32[4,2]{1,0} collective-permute(%b), channel_id=2, source_target_pairs=SECOND
+  ROOT %t = (f32[4,2]{1,0}, f32[4,2]{1,0}) tuple(%p, %q)
+}
+"""
+
+
+def test_balance_is_each_devices_not_the_total():
+    """On a ring of 4, two half-block permutes in one step in which neighbours swap blocks (device
+    0 sends both halves +1, device 1 both -1, ...) balance the total but leave one direction of
+    every link idle: refused. Two rings, one each way, pass."""
+    from assignments.hlo import analyze_text
+    from assignments.rules import BalancedDirections
+
+    rule = BalancedDirections("Y", lambda s: 4, lambda s: 4)
+    case = Case((1, 4), {})
+    swap = "{{0,1},{1,0},{2,3},{3,2}}"
+    [message] = rule.violations(analyze_text(SWAPS.replace("FIRST", swap).replace("SECOND", swap), (1, 4),
+                                             ("X", "Y")), case)
+    assert message.startswith("ring phase 1 of 1 (straight-line code): 0 bytes per device go -1 and 64 go +1")
+    rings = SWAPS.replace("FIRST", "{{0,1},{1,2},{2,3},{3,0}}").replace("SECOND", "{{1,0},{2,1},{3,2},{0,3}}")
+    assert rule.violations(analyze_text(rings, (1, 4), ("X", "Y")), case) == []
+
+
 def test_visible_checks_run_an_odd_block():
     """Does the visible check pass the solution on its odd-block mesh and the second mesh, and
     fail the padding design there, as the graders do?"""

@@ -240,8 +240,9 @@ of fixed-size chunks costs up to about this much; sending every token to every r
 class TokensByAllToAll:
     """On meshes with nX >= 2: the tokens travel by all-to-all over X (an all-reduce or an
     all-gather that broadcasts them does not count), the all-to-alls carry at least the tokens
-    the case's routing sends to other rows (`least`), no float is reduced over X (a psum of
-    zero-padded experts would bring the experts to the tokens), and the collectives over X move
+    the case's routing sends to other rows (`least`), floats cross X only in all-to-alls (a psum
+    of zero-padded experts, or a ring of permutes, would bring the experts to the tokens), and the
+    collectives over X move
     at most `BYTES_FACTOR` times what an all-to-all routing each token only to its expert's row
     needs on the case's routing (read from the case's B).
 
@@ -295,14 +296,16 @@ class TokensByAllToAll:
                     f"jax.lax.all_to_all over X. An all-reduce or all-gather that broadcasts them "
                     f"to every row does not count: every row then receives every token"]
         problems = []
-        # A psum over X hands every row the same data: experts broadcast to the tokens (a zero-padded
-        # all-gather in all but name). Integer counts may be reduced; all-gathers are NoGatherOverX's.
-        broadcast = [c for c in floats if c.kind in ("all-reduce", "reduce-scatter")]
-        if broadcast:
-            problems.append(f"floats are reduced over X: {_observed(broadcast)}; allowed: no all-reduce or "
-                            f"reduce-scatter of floats over X (a psum over X hands every row the same data). "
-                            f"Each expert's matrix stays on its row: the tokens travel to it in all-to-alls, "
-                            f"and their results come back the same way")
+        # Floats cross X only in all-to-alls: a psum over X hands every row the same data (experts
+        # broadcast to the tokens, a zero-padded all-gather in all but name), and a ring of permutes
+        # can carry the experts round every row. Integer counts may be reduced; all-gathers are
+        # NoGatherOverX's to report.
+        other = [c for c in floats if c.kind not in ("all-to-all", "all-gather")]
+        if other:
+            problems.append(f"floats cross X by {_observed(other)}; allowed: over X, floats move only in "
+                            f"all-to-alls (no psum, reduce-scatter or ppermute of floats over X). Each "
+                            f"expert's matrix stays on its row: the tokens travel to it in all-to-alls, and "
+                            f"their results come back the same way")
         if any(c.count is None for c in over_x):
             return problems + [f"cannot count the bytes moved over X: a collective runs an unknown number "
                                f"of times (observed: {_observed(over_x)})"]
@@ -365,7 +368,7 @@ ROUTED_X = AllOf(
     (TokensByAllToAll(result=whole_f), NoGatherOverX(result=whole_f),
      dataclasses.replace(NO_DENSE_GATHER_X, where="rounds"), _activations(whole_f)),
     text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
-         f"to other rows; no float all-reduce over X), and the bytes "
+         f"to other rows; floats cross X only in all-to-alls), and the bytes "
          f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
          f"row needs on the case's routing; no all-gather over X; no value as large as the dense "
          f"gather of a device's own tokens (S*D*F/nX elements); on meshes with nX >= 2, no value "
@@ -374,7 +377,7 @@ ROUTED_X = AllOf(
 ROUTED = AllOf(
     (TokensByAllToAll(result=per_device_f), NoGatherOverX(), NO_DENSE_ROUNDS, NOT_ALL_ACTIVATIONS),
     text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
-         f"to other rows; no float all-reduce over X), and the bytes "
+         f"to other rows; floats cross X only in all-to-alls), and the bytes "
          f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
          f"row needs on the case's routing; no all-gather over X; no [S, D, F] value; on meshes "
          f"with nX >= 2, no value per device as large as the global [S, D] activations")

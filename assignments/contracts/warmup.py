@@ -218,7 +218,8 @@ ASSIGNMENT = Assignment(
                         MaxTotalBytes(lambda s: (s["Bt"] - 1) * 4,
                                       what="fewer than the batch's Bt float32 values: the gradient and "
                                            "the loss are a few numbers, so a psum of the whole batch "
-                                           "(zero-padded shards) is an all-gather by another name")),
+                                           "(zero-padded shards) is an all-gather by another name",
+                                      kinds=("all-reduce",))),
                        text="gradient reduction only (all-reduce of a few numbers): no all-gather of the batch"),
             reference=sgd_step, inputs=regression_inputs, hint_when=sgd_step_n_times,
             values_hint="The reference is one SGD step on the whole batch, as on one device. "
@@ -245,8 +246,14 @@ ASSIGNMENT = Assignment(
             rule=AllOf((OnlyKinds(("all-reduce", "reduce-scatter"),
                                   why="Each device can multiply the pieces it holds; reduce the "
                                       "partial products (out_sharding= on the matmul) instead of "
-                                      "resharding an input (no all-gather)."),),
-                       text="a reduction of the partial products only: no all-gather"),
+                                      "resharding an input (no all-gather)."),
+                        # A psum of zero-padded shards of x or w gathers them all the same.
+                        MaxTotalBytes(lambda s: s["B"] // s["nX"] * s["F"] * 4,
+                                      what="one reduction of a device's [B/nX, F] partial product: a "
+                                           "psum of zero-padded shards of x or w is an all-gather by "
+                                           "another name", kinds=("all-reduce", "reduce-scatter"))),
+                       text="a reduction of the partial products only (at most one [B/nX, F] block): "
+                            "no all-gather"),
             reference=matmul,
             inputs=lambda case, rng: normal_inputs(case, rng, [("B", "D"), ("D", "F")]),
             visible_case=Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 8}),
