@@ -461,7 +461,9 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                 if not groups:  # absent or {}: all devices in one group
                     groups = [list(range(num_devices))]
                 axes = _axes_of_groups(groups, mesh_shape, axis_names)
-                group_size = len(groups[0])
+                # The largest group: groups may differ in size (`psum(axis_index_groups=[[0], [1, ..]])`),
+                # and one device alone in the first says nothing of the others.
+                group_size = max(len(g) for g in groups)
             if group_size <= 1:
                 continue  # every device alone in its group: nothing moves (e.g. psum over a size-1 axis)
             accelerator_kind = ""

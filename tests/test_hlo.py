@@ -122,6 +122,29 @@ def test_trivial_axis_is_not_communication():
     assert a.collectives == ()
 
 
+UNEVEN = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[16,8]) -> f32[16,8] {
+  %x = f32[16,8]{1,0} parameter(0)
+  ROOT %ar = f32[16,8]{1,0} all-reduce(%x), channel_id=1, replica_groups={{0},{1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=%add
+}
+"""
+
+
+def test_groups_of_unequal_sizes_are_read_by_the_largest():
+    """A psum with axis_index_groups=[[0], [1, ..., 7]] leaves device 0 alone in the first
+    group while the other seven add up their data: is it a collective over X+Y of 7 devices,
+    not "nothing moves"? (Every group of one device is still nothing: see above.)"""
+    (c,) = analyze_text(UNEVEN, MESH_SHAPE, AXES).collectives
+    assert (c.kind, c.axes, c.group_size, c.bytes) == ("all-reduce", ("X", "Y"), 7, 16 * 8 * 4)
+
+
 def test_run_counts_of_a_data_dependent_loop_are_read_by_running_it(mesh_2x4):
     """A permute in a loop whose trip count is an input: unknown from the compiled program,
     then read from one profiled run (`count_when_run`), per device, whatever the trip count."""

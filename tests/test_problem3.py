@@ -162,6 +162,24 @@ def test_a_ring_beside_the_whole_reduction_is_no_split():
     assert rule.violations(ProgramAnalysis(ring_and_rest, (), None, 8), case) == []
 
 
+def test_permutes_over_x_beside_the_ring_are_refused():
+    """The ring of nY-1 permutes over Y, plus permutes over X (data the result does not need,
+    folded in times zero): is the extra communication refused, not left uncounted because it is
+    over another axis?"""
+    from assignments.contracts.problem3 import ring_of_permutes
+
+    def permute(axis, dims, count):
+        return Collective("collective-permute", (axis,), (ArrayShape("f32", dims),), (), count, 4, (1,))
+
+    case = Case((2, 4), {"B": 8, "D": 16, "F": 32})   # a [4, 4] block per device
+    rule = ring_of_permutes()
+    ring = permute("Y", (4, 4), 3)
+    assert rule.violations(ProgramAnalysis((ring,), (), None, 8), case) == []
+    [message] = rule.violations(ProgramAnalysis((ring, permute("X", (16, 8), 1)), (), None, 8), case)
+    assert message.startswith("communication observed: collective-permute over X of f32[16,8] (512 bytes) x1; "
+                              "allowed: no collective-permute over X")
+
+
 def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grade):
     """Does a reduction always in 4 equal pieces, F padded up, keep its values and lose the byte
     rule exactly on the cases whose F is not a multiple of 4 (with a Y to reduce over), the

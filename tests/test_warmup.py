@@ -112,7 +112,7 @@ def test_layer_that_gathers_the_weights_loses_the_communication_half(grade):
     """Does a shard_map layer that all-gathers x and w keep its values but lose the
     communication half wherever there is more than one device?"""
     part = broken(grade, "layer_gathers_weights", "layer_shard_map", 1.25,
-                  r"all-gather over X\+Y of f32\[\d+,\d+\].*allowed: no all-gather\. "
+                  r"all-gather over X\+Y of f32\[\d+,\d+\].*allowed: only all-reduce\. "
                   r"Each device already holds the rows of w")
     assert all(c.values_ok for c in part.cases)
     assert mesh_of_passing_cases(part) == {(1, 1)}
@@ -144,6 +144,21 @@ def test_a_batch_gathered_by_psum_is_still_a_gather():
     assert message.startswith("sends 320 bytes per device; allowed: at most 156 (fewer than the batch's Bt "
                               "float32 values")
     assert rule.violations(ProgramAnalysis((psum((), (), ()),), (), None, 8), case) == []
+
+
+def test_weights_gathered_by_all_to_all_beside_the_one_psum_are_refused():
+    """layer_shard_map's one psum of M elements is right, but x and w also travel, as tiled
+    copies through all-to-alls: is that refused (the reduction is all it may communicate)?"""
+    from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+
+    rule = WARMUP.part("layer_shard_map").rule
+    case = Case((2, 4), {"K": 24, "M": 3})
+    psum = Collective("all-reduce", ("X", "Y"), (ArrayShape("f32", (3,)),), (), 1, 8)
+    tiles = Collective("all-to-all", ("X", "Y"), (ArrayShape("f32", (1, 3, 3)),) * 8, (), 1, 8)
+    assert rule.violations(ProgramAnalysis((psum,), (), None, 8), case) == []
+    [message] = rule.violations(ProgramAnalysis((psum, tiles), (), None, 8), case)
+    assert message.startswith("communication observed: all-to-all over X+Y of f32[1,3,3]")
+    assert "allowed: only all-reduce. Each device already holds the rows of w" in message
 
 
 def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):

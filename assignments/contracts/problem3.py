@@ -31,6 +31,8 @@ def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
     return AllOf((
         OnlyKinds(("collective-permute",), why=why),
         Exactly("collective-permute", lambda s: rings * (s["nY"] - 1), elements=_block, axes=("Y",)),
+        Forbid("collective-permute", axes=("X",), why="The rings run over Y; each row of devices holds "
+                                                      "its own rows of the result, so nothing crosses X."),
     ), text=f"collective-permutes only: {count} over Y, each of (B/nX)*(D/nY) elements, "
             f"counted each time a loop runs them")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, Tree
-from ..rules import (AllOf, AnyCommunication, Exactly, Forbid, MaxTotalBytes, NoCommunication, OnlyKinds,
+from ..rules import (AllOf, AnyCommunication, Exactly, MaxTotalBytes, NoCommunication, OnlyKinds,
                      ReducesOverAll)
 
 ALL = ("X", "Y")
@@ -114,8 +114,10 @@ def normal_inputs(case: Case, rng, shapes) -> list:
 
 X_2D = Arg("x", ("R", "C"), ("X", "Y"))
 LAYER_SIZES = {"K": 32, "M": 4}
-NO_GATHER_OF_W = Forbid(
-    "all-gather",
+# Only the reduction: w (or x) gathered by an all-gather, or by an all-to-all of tiled copies
+# beside a decoy psum, moves what each device already has a share of.
+ONLY_THE_REDUCTION = OnlyKinds(
+    ("all-reduce",),
     why="Each device already holds the rows of w that meet its slice of x: multiply those, "
         "then add up the M partial results (psum); gathering w moves the whole matrix.")
 ONE_REDUCTION_OF_M = Exactly("all-reduce", _one_reduction, elements=lambda s: s["M"])
@@ -171,9 +173,9 @@ ASSIGNMENT = Assignment(
                  "to be sharded on K over all devices.",
             args=(Arg("x", ("K",), ()), Arg("w", ("K", "M"), ()), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rule=AllOf((ONE_REDUCTION_OF_M, NO_GATHER_OF_W, SPLIT_OVER_ALL),
+            rule=AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL),
                        text="one all-reduce of M elements over every mesh axis of more than one "
-                            "device (none on a 1-device mesh), no all-gather of w"),
+                            "device (none on a 1-device mesh), and nothing else: no all-gather of w"),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
@@ -182,8 +184,9 @@ ASSIGNMENT = Assignment(
             task="The same layer and input shardings as layer_auto, with shard_map + psum.",
             args=(Arg("x", ("K",), (ALL,)), Arg("w", ("K", "M"), (ALL,)), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rule=AllOf((ONE_REDUCTION_OF_M, NO_GATHER_OF_W),
-                       text="exactly one all-reduce, of M elements (none on a 1-device mesh)"),
+            rule=AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION),
+                       text="exactly one all-reduce, of M elements (none on a 1-device mesh), and "
+                            "nothing else"),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
