@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import warnings
 
 import jax
 import numpy as np
@@ -127,16 +128,38 @@ def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis
             jax.block_until_ready(compiled(*args))
         finally:
             space = profiler.ProfileData.from_serialized_xspace(session.stop())
-        runs = collections.Counter(event.name for plane in space.planes for line in plane.lines
-                                   for event in line.events if event.name in unknown)
+        runs = _runs_per_device(space, unknown, max(analysis.num_devices, 1))
     except Exception:  # no profiler here: the counts stay unknown
         return analysis
     if not runs:
         return analysis
-    per_device = max(analysis.num_devices, 1)
     return dataclasses.replace(analysis, collectives=tuple(
-        c if c.count is not None else dataclasses.replace(c, count=round(runs[c.name] / per_device))
+        c if c.count is not None else dataclasses.replace(c, count=runs.get(c.name, 0))  # 0: it never ran
         for c in analysis.collectives))
+
+
+def _runs_per_device(space, names: set[str], devices: int) -> dict[str, int]:
+    """How many times the busiest device ran each collective in `names`: the profiler names
+    the device of each event (`device_ordinal`), and devices may loop different numbers of
+    times (a loop some devices skip is no loop for the others), so the count is the most any
+    device ran, never an average. Without device names: the total over the devices, rounded up."""
+    by_device: collections.Counter = collections.Counter()
+    total: collections.Counter = collections.Counter()
+    named = True
+    with warnings.catch_warnings():  # jaxlib's event_stats type warns on Python 3.12 ("no __module__")
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for plane in space.planes:
+            for line in plane.lines:
+                for event in line.events:
+                    if event.name not in names:
+                        continue
+                    total[event.name] += 1
+                    device = next((value for key, value in event.stats if key == "device_ordinal"), None)
+                    named = named and device is not None
+                    by_device[(event.name, device)] += 1
+    if named:
+        return {name: max(n for (k, _), n in by_device.items() if k == name) for name in total}
+    return {name: -(-n // devices) for name, n in total.items()}
 
 
 def _counting_options(_profiler):

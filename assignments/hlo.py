@@ -395,10 +395,13 @@ def _multipliers(computations, entry) -> tuple[dict[str, int | None], set[str]]:
                 factor = trip if kind in ("body", "condition") else 1
                 if kind == "condition" and trip is not None:
                     factor = trip + 1
+                if kind in ("true_computation", "false_computation"):
+                    factor = None  # a conditional runs one branch, chosen by the data: counted by running
                 edges[comp].append((callee, factor))
             for branch in _BRANCHES.findall(inst.attrs):
-                for callee in re.findall(r"%?([\w.\-]+)", branch):
-                    edges[comp].append((callee, 1))
+                callees = re.findall(r"%?([\w.\-]+)", branch)
+                for callee in callees:
+                    edges[comp].append((callee, 1 if len(callees) == 1 else None))
     mult: dict[str, int | None] = {}
 
     def visit(comp: str, m: int | None):
@@ -421,6 +424,10 @@ def _axes_of_groups(groups: list[list[int]], mesh_shape, axis_names) -> tuple[st
             if len(set(coords[:, i])) > 1:
                 varying.add(i)
     return tuple(axis_names[i] for i in sorted(varying))
+
+
+_GROUP_MODE_KINDS = ("all-reduce", "all-gather", "reduce-scatter")
+"""The collectives whose replica groups XLA reads by mode (use_global_device_ids, channel_id)."""
 
 
 def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]:
@@ -458,7 +465,10 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                     }))
             else:
                 groups = parse_replica_groups(inst.attrs)
-                if not groups:  # absent or {}: all devices in one group
+                if not groups or (kind in _GROUP_MODE_KINDS and "use_global_device_ids=true" not in inst.attrs):
+                    # Absent or {}: all devices in one group. And the groups hold device ids only
+                    # with use_global_device_ids=true (JAX's form); otherwise they are replica
+                    # ids (with one replica, {{0}} can mean every device): read as all devices.
                     groups = [list(range(num_devices))]
                 axes = _axes_of_groups(groups, mesh_shape, axis_names)
                 # The largest group: groups may differ in size (`psum(axis_index_groups=[[0], [1, ..]])`),

@@ -137,6 +137,35 @@ ENTRY %main (x: f32[16,8]) -> f32[16,8] {
 """
 
 
+def test_a_conditional_counts_the_branch_that_ran(mesh_2x4):
+    """lax.cond with a psum in each branch runs one of them: unknown from the compiled program
+    (the data chooses), then counted by running it, one all-reduce in all, not one per branch."""
+    from assignments.evaluate import count_when_run
+
+    def body(x, flag):
+        return jax.lax.cond(flag[0] > 0, lambda v: jax.lax.psum(v, "Y"), lambda v: -jax.lax.psum(-v, "Y"), x)
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P()), out_specs=P("X", None)))
+    x = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh_2x4, P("X", "Y")))
+    flag = jax.device_put(np.array([1], np.int32), NamedSharding(mesh_2x4, P()))
+    compiled = f.lower(x, flag).compile()
+    analysis = analyze(compiled, mesh_2x4)
+    assert [c.count for c in analysis.of_kind("all-reduce")] == [None, None]
+    counted = count_when_run(compiled, (x, flag), analysis)
+    assert sorted(c.count for c in counted.of_kind("all-reduce")) == [0, 1]
+
+
+def test_groups_of_replica_ids_are_read_as_every_device():
+    """An all-reduce with a channel but without use_global_device_ids=true names replica ids
+    (XLA's cross-replica-and-partition mode): with one replica, {{0}} is every device. JAX
+    never writes it; a submission's own lowering rule can. Is it read as moving data over
+    every axis, never as nothing?"""
+    text = UNEVEN.replace("replica_groups={{0},{1,2,3,4,5,6,7}}, use_global_device_ids=true",
+                          "replica_groups={{0}}")
+    (c,) = analyze_text(text, MESH_SHAPE, AXES).collectives
+    assert (c.kind, c.axes, c.group_size) == ("all-reduce", ("X", "Y"), 8)
+
+
 def test_groups_of_unequal_sizes_are_read_by_the_largest():
     """A psum with axis_index_groups=[[0], [1, ..., 7]] leaves device 0 alone in the first
     group while the other seven add up their data: is it a collective over X+Y of 7 devices,
@@ -165,3 +194,23 @@ def test_run_counts_of_a_data_dependent_loop_are_read_by_running_it(mesh_2x4):
         assert [c.count for c in analysis.of_kind("collective-permute")] == [None]
         counted = count_when_run(compiled, (x, n), analysis)
         assert [c.count for c in counted.of_kind("collective-permute")] == [trips]
+
+
+def test_a_loop_only_some_devices_run_counts_its_runs_on_them(mesh_2x4):
+    """A psum over Y in a loop that only the row X = 0 runs (trips times), the other row not at
+    all: counted as trips (what a device that runs it sends), not as the average over all
+    devices (trips / 2, or 0 once rounded)."""
+    from assignments.evaluate import count_when_run
+
+    def body(x, n):
+        trips = jnp.where(jax.lax.axis_index("X") == 0, n[0], 0)
+        return jax.lax.fori_loop(0, trips, lambda i, v: jax.lax.psum(v + i, "Y"), x)
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P()), out_specs=P("X", "Y"),
+                              check_vma=False))
+    x = jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh_2x4, P("X", "Y")))
+    n = jax.device_put(np.array([3], np.int32), NamedSharding(mesh_2x4, P()))
+    compiled = f.lower(x, n).compile()
+    analysis = analyze(compiled, mesh_2x4)
+    assert [c.count for c in analysis.of_kind("all-reduce")] == [None]
+    assert [c.count for c in count_when_run(compiled, (x, n), analysis).of_kind("all-reduce")] == [3]
