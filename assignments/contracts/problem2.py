@@ -240,9 +240,9 @@ of fixed-size chunks costs up to about this much; sending every token to every r
 class TokensByAllToAll:
     """On meshes with nX >= 2: the tokens travel by all-to-all over X (an all-reduce or an
     all-gather that broadcasts them does not count), the all-to-alls carry at least the tokens
-    the case's routing sends to other rows (`least`), floats cross X only in all-to-alls (a psum
-    of zero-padded experts, or a ring of permutes, would bring the experts to the tokens), and the
-    collectives over X move
+    the case's routing sends to other rows (`least`), floats cross X otherwise only in amounts
+    smaller than one expert's [D, result] slice (a psum of zero-padded experts, or a ring of
+    permutes, would bring the experts to the tokens), and the collectives over X move
     at most `BYTES_FACTOR` times what an all-to-all routing each token only to its expert's row
     needs on the case's routing (read from the case's B).
 
@@ -296,14 +296,17 @@ class TokensByAllToAll:
                     f"jax.lax.all_to_all over X. An all-reduce or all-gather that broadcasts them "
                     f"to every row does not count: every row then receives every token"]
         problems = []
-        # Floats cross X only in all-to-alls: a psum over X hands every row the same data (experts
-        # broadcast to the tokens, a zero-padded all-gather in all but name), and a ring of permutes
-        # can carry the experts round every row. Integer counts may be reduced; all-gathers are
-        # NoGatherOverX's to report.
+        # Beside the all-to-alls, floats cross X only in small amounts (a loop bound agreed with a
+        # float pmax): a psum over X of zero-padded experts, or a ring of permutes carrying them,
+        # brings the experts to the tokens, and a device needs at least one expert's [D, R] slice
+        # for that. All-gathers are NoGatherOverX's to report.
         other = [c for c in floats if c.kind not in ("all-to-all", "all-gather")]
-        if other:
-            problems.append(f"floats cross X by {_observed(other)}; allowed: over X, floats move only in "
-                            f"all-to-alls (no psum, reduce-scatter or ppermute of floats over X). Each "
+        expert = s["D"] * self.result(s) * F32
+        sent = sum(c.bytes * (c.count if c.count is not None else 1) for c in other)
+        if sent >= expert:
+            problems.append(f"floats cross X by {_observed(other)}: {sent:,} bytes per device, as much as one "
+                            f"expert's [D, {self.result(s)}] slice ({expert:,} bytes); allowed: floats cross X "
+                            f"in all-to-alls, and otherwise less than that (a loop bound, a few numbers). Each "
                             f"expert's matrix stays on its row: the tokens travel to it in all-to-alls, and "
                             f"their results come back the same way")
         if any(c.count is None for c in over_x):
@@ -368,7 +371,7 @@ ROUTED_X = AllOf(
     (TokensByAllToAll(result=whole_f), NoGatherOverX(result=whole_f),
      dataclasses.replace(NO_DENSE_GATHER_X, where="rounds"), _activations(whole_f)),
     text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
-         f"to other rows; floats cross X only in all-to-alls), and the bytes "
+         f"to other rows; no expert crosses X by psum or ppermute), and the bytes "
          f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
          f"row needs on the case's routing; no all-gather over X; no value as large as the dense "
          f"gather of a device's own tokens (S*D*F/nX elements); on meshes with nX >= 2, no value "
@@ -377,7 +380,7 @@ ROUTED_X = AllOf(
 ROUTED = AllOf(
     (TokensByAllToAll(result=per_device_f), NoGatherOverX(), NO_DENSE_ROUNDS, NOT_ALL_ACTIVATIONS),
     text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
-         f"to other rows; floats cross X only in all-to-alls), and the bytes "
+         f"to other rows; no expert crosses X by psum or ppermute), and the bytes "
          f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
          f"row needs on the case's routing; no all-gather over X; no [S, D, F] value; on meshes "
          f"with nX >= 2, no value per device as large as the global [S, D] activations")
