@@ -126,6 +126,11 @@ class Part:
     """Names of static keyword arguments (after ``mesh``)."""
     style: str | None = None
     """``'jit'``: must not use shard_map; ``'shard_map'``: must use it; None: either."""
+    writes: str | None = None
+    """For a shard_map part, the collective the student writes in it, as the lowered (StableHLO)
+    program names it (``'all_reduce'`` for psum, ``'all_gather'``): jax.jit's own collectives
+    appear only when XLA partitions the program, so an identity shard_map with jax.jit doing
+    the work around it lowers without one."""
     eager: bool = False
     """Called eagerly on concrete arrays, not traced: graded on the result's shape, dtype,
     sharding and values as reported by the submission's process (no artifact, no HLO)."""

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, uses_shard_map
+from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, uses_shard_map
 from .hlo import ProgramAnalysis, analyze
 from .rules import ring_directions_note
 
@@ -226,7 +226,16 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     # trace in the program: the style can only be judged on larger meshes.
     if part.style == "shard_map" and np.prod(case.mesh) > 1 and not has_shard_map:
         return [f"{part.name} must be written with jax.shard_map, but the program has none."]
+    if part.writes and np.prod(case.mesh) > 1 and "stablehlo." + part.writes not in program_ops(stablehlo_text):
+        written = WRITTEN.get(part.writes, part.writes)
+        return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
+                f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
+                f"inside the shard_map and write the {written} yourself."]
     return []
+
+
+WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather"}
+"""The jax.lax call that lowers to each collective a part may require (`Part.writes`)."""
 
 
 def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_values: bool) -> list[str]:

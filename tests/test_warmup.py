@@ -161,6 +161,27 @@ def test_weights_gathered_by_all_to_all_beside_the_one_psum_are_refused():
     assert "allowed: only all-reduce. Each device already holds the rows of w" in message
 
 
+def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
+    """A shard_map that returns its block unchanged, with jax.jit doing the sum around it, lowers
+    with no psum (jax.jit's all-reduce appears only when XLA partitions the program): is it told
+    to write the psum inside its shard_map, while the psum written there passes?"""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from assignments.evaluate import _style_problems
+
+    part = WARMUP.part("layer_shard_map")
+    case = Case((2, 4), {"K": 24, "M": 3})
+    x = np.ones(24, np.float32)
+    identity = jax.shard_map(lambda b: b, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=P(("X", "Y")))
+    decoy = jax.jit(lambda v: identity(v).sum()).lower(x).as_text()
+    [message] = _style_problems(part, case, decoy)
+    assert message.startswith("layer_shard_map must communicate with jax.lax.psum inside its shard_map")
+    psum = jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("X", "Y")), mesh=mesh_2x4, in_specs=P(("X", "Y")),
+                         out_specs=P())
+    assert _style_problems(part, case, jax.jit(psum).lower(x).as_text()) == []
+
+
 def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):
     """Does the pmap tutorial's pmean of the gradients, under shard_map with check_vma on,
     fail the comparison with the single-device step on every mesh of more than one device,
