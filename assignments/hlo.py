@@ -150,6 +150,14 @@ class Collective:
         return ", ".join(map(str, self.operands))
 
 
+def bytes_sent(collectives, ring: bool = False):
+    """Bytes each device sends in `collectives` over a whole execution, each run counted
+    (`Collective.ring_bytes` with `ring`); None if a run count is unknown."""
+    if any(c.count is None for c in collectives):
+        return None
+    return sum((c.ring_bytes if ring else c.bytes) * c.count for c in collectives)
+
+
 @dataclasses.dataclass(frozen=True)
 class Value:
     """A value the program computes (an instruction result outside fusions)."""
@@ -268,16 +276,12 @@ class ProgramAnalysis:
     @property
     def total_bytes(self) -> int | None:
         """Bytes each device sends in over a whole execution (None if a count is unknown)."""
-        if any(c.count is None for c in self.collectives):
-            return None
-        return sum(c.bytes * c.count for c in self.collectives)
+        return bytes_sent(self.collectives)
 
     @property
     def total_ring_bytes(self) -> float | None:
         """`Collective.ring_bytes` summed over a whole execution (None if a count is unknown)."""
-        if any(c.count is None for c in self.collectives):
-            return None
-        return sum(c.ring_bytes * c.count for c in self.collectives)
+        return bytes_sent(self.collectives, ring=True)
 
     def values_at_least(self, elements: int) -> list[Value]:
         """The values as large as `elements` float32 values or larger (`ArrayShape.size`)."""

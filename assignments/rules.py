@@ -14,7 +14,7 @@ from typing import Callable, ClassVar, Union
 import numpy as np
 
 from .contract import MESH_AXES
-from .hlo import Collective, ProgramAnalysis
+from .hlo import Collective, ProgramAnalysis, bytes_sent
 from .steps import MAX_EVENTS
 
 Size = Union[int, Callable[[dict], int]]
@@ -189,10 +189,11 @@ class MaxTotalBytes:
     def violations(self, analysis, case, inputs=()) -> list[str]:
         limit = _size(self.limit, case)
         counted = [c for c in analysis.collectives if self.kinds is None or c.kind in self.kinds]
-        if any(c.count is None for c in counted):
+        total = bytes_sent(counted, ring=self.ring)
+        if total is None:
             return [f"cannot bound the bytes sent: a collective runs inside a loop with no "
                     f"compile-time trip count (observed: {_observed(counted)})"]
-        total = int(round(sum((c.ring_bytes if self.ring else c.bytes) * c.count for c in counted)))
+        total = int(round(total))
         if total > limit:
             return [f"sends {total:,} bytes per device; allowed: at most {limit:,} ({self.what}). "
                     f"Observed: {_observed(counted)}"]

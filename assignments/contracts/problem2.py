@@ -15,6 +15,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
+from ..hlo import bytes_sent
 from ..rules import AllOf, AnyCommunication, OnlyWhen, _observed
 
 F32 = 4
@@ -315,7 +316,7 @@ class TokensByAllToAll:
         if len(inputs) < 3:  # called without the case's inputs: the routing is unknown
             return problems
         leaving, least = self.least(case, inputs[2])
-        carried = sum(c.bytes * c.count for c in tokens)
+        carried = bytes_sent(tokens)
         if carried < least:
             problems.append(f"the all-to-alls over X carry {carried:,} bytes per device; the tokens need at "
                             f"least {least:,}: {leaving} of the busiest row's tokens are bound for other "
@@ -323,7 +324,7 @@ class TokensByAllToAll:
                             f"tokens must travel to their experts' rows in the all-to-alls (observed: "
                             f"{_observed(tokens)})")
         m, need = self.need(case, inputs[2])
-        moved = sum(c.bytes * c.count for c in over_x)
+        moved = bytes_sent(over_x)
         if moved <= BYTES_FACTOR * need:
             return problems
         return problems + [
