@@ -1,6 +1,7 @@
 """`python -m graders.batch`: finding submissions, atomic results, and resuming a stopped batch."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -124,12 +125,25 @@ def gradings_of(submitted) -> dict[str, str]:
     return found
 
 
+@contextlib.contextmanager
+def sigint_default():
+    """SIGINT handled in this process for a moment, so that a child started now begins with
+    SIGINT's default action (exec resets a handler, but keeps an ignored signal ignored)."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 def interrupt(submitted, out, sig, printed) -> tuple[int, list[str], set[str]]:
     """Run a batch of one worker into `out` (what it prints into the file `printed`) and send
     `sig` to its process alone once a grading is in flight after its first result. Returns
     its exit code, the results.json paths of the gradings in flight then, and the students
     whose grading ran after the signal."""
-    with open(printed, "w") as log:
+    # Started with SIGINT's default action, as a shell starts a command: an xdist worker
+    # ignores SIGINT, and a child inherits that (Python then never raises KeyboardInterrupt).
+    with open(printed, "w") as log, sigint_default():
         batch = subprocess.Popen(batch_command(submitted, out, "--workers", "1"), cwd=REPO_ROOT,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
