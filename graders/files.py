@@ -138,10 +138,11 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomic(path: str, text: str, mode: int | None = None) -> None:
+def write_atomic(path: str, text: str, mode: int | None = None, durable: bool = True) -> None:
     """Write `text` to `path` so that a reader (or a rerun after a crash) sees the old file
     or the new one, never half of one; with `mode`, the new file has those permissions
-    before anyone can see it."""
+    before anyone can see it. `durable=False` skips the two fsyncs, for a file whose loss in
+    a power cut costs only time (a cache)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     # A name of its own ("x": created here, never opened twice), so that two threads writing
@@ -150,8 +151,9 @@ def write_atomic(path: str, text: str, mode: int | None = None) -> None:
     try:
         with open(tmp, "x", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
@@ -159,6 +161,8 @@ def write_atomic(path: str, text: str, mode: int | None = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if not durable:
+        return
     try:
         fd = os.open(folder, os.O_RDONLY)
         try:

@@ -15,14 +15,15 @@ or on what an earlier program did to the judge's process.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
 import json
 import os
 import sys
-import tempfile
 
+from .files import write_atomic
 from .sandbox import XLA_FLAGS
 from .settings import KIT_ROOT
 
@@ -93,12 +94,5 @@ def store(assignment: str, k: str, event: dict) -> None:
     folder = cache_dir()
     if folder is None or not event.get("ran"):
         return
-    path = _path(folder, assignment, k)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(event, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_atomic(_path(folder, assignment, k), json.dumps(event), durable=False)
