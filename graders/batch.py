@@ -488,9 +488,25 @@ def _grade_with_progress(args, submissions, out, limits, gradebook, client, cons
                          executor=client)
 
 
+def _stop_at_the_first_ctrl_c() -> None:
+    """The first Ctrl-C stops the batch (KeyboardInterrupt); later ones are ignored, so that
+    a second press cannot break into the stopping (`_stop_gradings`, which kills the
+    gradings in flight) and leave gradings running behind a traceback. Left alone when
+    whoever started the batch ignores or handles SIGINT."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def first(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, first)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _stop_at_the_first_ctrl_c()
     logging.basicConfig(level=args.log_level, format="%(name)s: %(message)s")
     from rich.console import Console
 

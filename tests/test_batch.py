@@ -136,11 +136,11 @@ def sigint_default():
         signal.signal(signal.SIGINT, old)
 
 
-def interrupt(submitted, out, sig, printed) -> tuple[int, list[str], set[str]]:
+def interrupt(submitted, out, sig, printed, times: int = 1) -> tuple[int, list[str], set[str]]:
     """Run a batch of one worker into `out` (what it prints into the file `printed`) and send
-    `sig` to its process alone once a grading is in flight after its first result. Returns
-    its exit code, the results.json paths of the gradings in flight then, and the students
-    whose grading ran after the signal."""
+    `sig` to its process alone once a grading is in flight after its first result (`times`
+    times, 0.05 s apart). Returns its exit code, the results.json paths of the gradings in
+    flight then, and the students whose grading ran after the signal."""
     # Started with SIGINT's default action, as a shell starts a command: an xdist worker
     # ignores SIGINT, and a child inherits that (Python then never raises KeyboardInterrupt).
     with open(printed, "w") as log, sigint_default():
@@ -151,7 +151,10 @@ def interrupt(submitted, out, sig, printed) -> tuple[int, list[str], set[str]]:
             time.sleep(0.1)  # until a grading is in flight after the first result
         in_flight = gradings_of(submitted)
         assert batch.poll() is None and in_flight, "the batch ended before it could be interrupted"
-        os.kill(batch.pid, sig)
+        for i in range(times):
+            time.sleep(0.05 if i else 0)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(batch.pid, sig)
         after, deadline = set(), time.monotonic() + 30
         while time.monotonic() < deadline:
             running = gradings_of(submitted)
@@ -168,7 +171,7 @@ def interrupt(submitted, out, sig, printed) -> tuple[int, list[str], set[str]]:
 
 
 def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
-    """Stopped after its first result by Ctrl-C, or killed (SIGKILL to the batch's process
+    """Stopped after its first result by Ctrl-C (twice), or killed (SIGKILL to the batch's process
     alone, as the kernel's OOM killer sends it), and run again: does a batch stop at once,
     leaving no grading running, keep what it had, grade the rest, and end with the grades of a
     batch run straight through?"""
@@ -178,8 +181,9 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
-    # Ctrl-C: nothing queued starts, what runs is stopped, and it says how to go on.
-    code, _, started_after = interrupt(submitted, resumed, signal.SIGINT, tmp_path / "interrupted.out")
+    # Ctrl-C, pressed twice as an impatient instructor does: nothing queued starts, what runs
+    # is stopped (the second press does not interrupt the stopping), and it says how to go on.
+    code, _, started_after = interrupt(submitted, resumed, signal.SIGINT, tmp_path / "interrupted.out", times=2)
     printed = (tmp_path / "interrupted.out").read_text()
     assert code == 130 and "run the same command again to grade the rest" in " ".join(printed.split()), printed
     assert started_after == set(), f"gradings started after Ctrl-C: {started_after}"
