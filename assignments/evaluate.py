@@ -91,6 +91,23 @@ def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True)
             f"element on inputs you know")
 
 
+def _copies_problem(out: jax.Array, want: np.ndarray, show_values: bool) -> str | None:
+    """What is wrong with a device's own copy of its block, or None. `np.asarray` reads one
+    copy of each block, so a result replicated over an axis whose other copies are wrong (only
+    one device along the axis finished the work) would pass on that one."""
+    for shard in out.addressable_shards:
+        wrong = _compare_values(np.asarray(shard.data), want[shard.index], show_values)
+        if wrong:
+            whole = all(i == slice(None) for i in shard.index)
+            block = "the whole result" if whole else "the block [" + ", ".join(
+                ":" if i == slice(None) else f"{i.start or 0}:{i.stop}" for i in shard.index) + "]"
+            return (f"values wrong on device {shard.device.id}, in its copy of {block}: "
+                    f"{wrong.removeprefix('values wrong: ')}. Every device holding a copy must hold the right "
+                    f"values, not only the copy read back first: a result replicated over an axis must be "
+                    f"computed on (or sent to) every device along it")
+    return None
+
+
 def _matches(got, want) -> bool:
     """Does a result (array or pytree) equal `want` within the tolerances?"""
     got, want = jax.tree.leaves(got), jax.tree.leaves(want)
@@ -115,10 +132,11 @@ def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis
     """Fill in the run counts the compiled program cannot tell (a collective in a
     `while_loop` whose trip count depends on the data): run once more under JAX's profiler,
     which records every collective each device executes, by instruction name. Counts stay
-    unknown (None) if the profiler is unavailable or recorded none of them."""
+    unknown (None) if the profiler is unavailable or recorded none of them. Collectives that
+    never ran are left out (`_without_unrun`)."""
     unknown = {c.name for c in analysis.collectives if c.count is None}
     if not unknown:
-        return analysis
+        return _without_unrun(analysis)
     try:
         from jax._src import profiler
         from jax._src.lib import _profiler
@@ -133,9 +151,25 @@ def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis
         return analysis
     if not runs:
         return analysis
-    return dataclasses.replace(analysis, collectives=tuple(
-        c if c.count is not None else dataclasses.replace(c, count=runs.get(c.name, 0))  # 0: it never ran
-        for c in analysis.collectives))
+    counted = [c if c.count is not None else dataclasses.replace(c, count=runs.get(c.name, 0))
+               for c in analysis.collectives]
+    return _without_unrun(dataclasses.replace(analysis, collectives=tuple(counted)))
+
+
+def _without_unrun(analysis: ProgramAnalysis) -> ProgramAnalysis:
+    """The analysis without the collectives that never ran (count 0: a branch of a `lax.cond`
+    no device took, a loop that ran no time). They move nothing, and a rule that asks for
+    something to exist (both ring directions, a reduction over every axis, pieces) must not
+    find it in code that never runs. The ring phases keep their order: an event of a dropped
+    collective stays as a step that depends on what it depended on, and counts as no permute."""
+    keep = [i for i, c in enumerate(analysis.collectives) if c.count != 0]
+    if len(keep) == len(analysis.collectives):
+        return analysis
+    new_index = {old: new for new, old in enumerate(keep)}
+    stages = tuple(dataclasses.replace(stage, events=tuple(
+        dataclasses.replace(e, collective=new_index.get(e.collective, -1)) if e.collective >= 0 else e
+        for e in stage.events)) for stage in analysis.stages)
+    return dataclasses.replace(analysis, collectives=tuple(analysis.collectives[i] for i in keep), stages=stages)
 
 
 def _runs_per_device(space, names: set[str], devices: int) -> dict[str, int]:
@@ -222,11 +256,14 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     has_shard_map = uses_shard_map(stablehlo_text)
     if part.style == "jit" and has_shard_map:
         return [f"{part.name} must use jax.jit only, but the program contains a shard_map."]
-    # On a one-device mesh JAX inlines a shard_map (nothing to map over), so it leaves no
-    # trace in the program: the style can only be judged on larger meshes.
-    if part.style == "shard_map" and np.prod(case.mesh) > 1 and not has_shard_map:
+    # JAX inlines a shard_map whose manual axes all have one device (nothing to map over), so
+    # it leaves no trace in the program: on a 1x8 mesh, one manual over X only (`axis_names=
+    # {'X'}`, Y left to the partitioner) vanishes, and so do its collectives over X. The style
+    # is judged where every mesh axis has two devices or more.
+    judged = min(case.mesh) > 1
+    if part.style == "shard_map" and judged and not has_shard_map:
         return [f"{part.name} must be written with jax.shard_map, but the program has none."]
-    if part.writes and np.prod(case.mesh) > 1 and "stablehlo." + part.writes not in program_ops(stablehlo_text):
+    if part.writes and judged and "stablehlo." + part.writes not in program_ops(stablehlo_text):
         written = WRITTEN.get(part.writes, part.writes)
         return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
                 f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
@@ -257,6 +294,8 @@ def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_v
     if wrong:
         hint = _hint(part, np.asarray(out), arrays, case)
         problems.append(wrong + (f". {hint}" if hint else ""))
+    elif wrong := _copies_problem(out, np.asarray(reference, dtype=np.float64), show_values):
+        problems.append(wrong)
     return problems
 
 
@@ -297,7 +336,8 @@ def _tree_problems(out, result: Tree, reference, mesh, case: Case, show_values: 
             if not g.sharding.is_equivalent_to(want_sharding, g.ndim):
                 problems.append(f"{leaf.name}: wrong sharding: got {_sharding_text(g.sharding, g.ndim)}, "
                                 f"expected {leaf.partition_spec}")
-            wrong = _compare_values(np.asarray(g), np.asarray(r, dtype=np.float64), show_values)
+            r = np.asarray(r, dtype=np.float64)
+            wrong = _compare_values(np.asarray(g), r, show_values) or _copies_problem(g, r, show_values)
             if wrong:
                 problems.append(f"{leaf.name}: {wrong}")
     return problems

@@ -245,6 +245,11 @@ class OnlyWhen:
                 for v in self.rule.violations(analysis, case, inputs)]
 
 
+UNEVEN = 0.75
+"""The largest share of the result one piece of a split reduction may carry: two halves, or
+tiles of a fixed size a little off F/2, pass; a split of F-1 columns and 1 overlaps nothing."""
+
+
 @dataclasses.dataclass(frozen=True)
 class SplitReduction:
     """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces or
@@ -272,6 +277,14 @@ class SplitReduction:
                     f"{self.pieces} pieces, none of them the whole result. Tile the output dimension and "
                     f"reduce each tile separately (one psum per tile, or a ring of collective-permutes), "
                     f"so a tile's communication can overlap the next tile's matmul"]
+        if whole is not None:
+            largest = max((o.size for c in reductions if c.kind in ("all-reduce", "reduce-scatter")
+                           for o in c.operands), default=0)
+            if largest > UNEVEN * whole:
+                return [f"the reduction over {self.axis} is split unevenly: one piece carries {largest:,} of the "
+                        f"result's {whole:,} elements per device ({_observed(reductions)}); allowed: no piece "
+                        f"above {UNEVEN:.0%} of the result, so that most of the communication can overlap a "
+                        f"matmul. Tile the output dimension into pieces of about equal size"]
         if any(c.kind == "collective-permute" for c in reductions):
             return []
         # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps), and so
@@ -333,6 +346,31 @@ class BothDirections:
         return [f"{observed}; allowed: both ring "
                 f"directions (+1 and -1), each carrying half the data, so that both directions of "
                 f"every link work at once"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NeighbourSteps:
+    """Every collective-permute over `axis` alone is one step of a ring: each device sends to
+    a neighbour along `axis` (+1 or -1, wrapping round). A permute that jumps k devices crosses
+    k links at once, as a direct send to the block's destination does: that is an all-gather
+    or reduce-scatter spread over permutes, not a ring."""
+
+    axis: str
+
+    def describe(self) -> str:
+        return f"collective-permutes over {self.axis} to a neighbour only (+1 or -1)"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        jumps = [c for c in analysis.of_kind("collective-permute")
+                 if c.axes == (self.axis,) and any(d not in (1, -1) for d in c.directions)]
+        if not jumps:
+            return []
+        seen = ", ".join(sorted({f"{d:+d}" for c in jumps for d in c.directions if d not in (1, -1)}))
+        more = f" and {len(jumps) - 2} more" if len(jumps) > 2 else ""
+        return [f"collective-permutes over {self.axis} that jump {seen} devices: {_observed(jumps[:2])}{more}; allowed: "
+                f"steps to a neighbour only (+1 or -1 along {self.axis}, wrapping round). A ring passes each "
+                f"block on over one link per step, and the next step carries it further; a jump of k devices "
+                f"crosses k links at once"]
 
 
 @dataclasses.dataclass(frozen=True)

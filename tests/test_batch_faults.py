@@ -45,6 +45,7 @@ EXPECTED = {
     "hardcoded_mesh": (8.33, {"block_average_jit": r"cannot reshape array"}),
     "huge_output": (10, {}),
     "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),
+    "shard_map_over_x_only": (10, {}),
     "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
     "loop_while_tracing": (8, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
     "memory_hog": (10, {}),

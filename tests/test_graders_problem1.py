@@ -191,6 +191,15 @@ def test_jit_only_part_written_with_shard_map(grade):
     assert all(c.values_ok and not c.rule_ok for c in result.part("shard_average_jit").cases)
 
 
+def test_a_shard_map_manual_over_x_only_is_a_shard_map_on_every_mesh(grade):
+    """shard_average_shard_map manual over X only (Y left to the partitioner): on the 1x8 and 1x3
+    meshes JAX inlines it and the program shows no shard_map. Full marks, the style judged only
+    where every axis has two devices or more."""
+    result = grade("shard_map_over_x_only")
+    assert result.score == 10, result.to_text()
+    assert {c.case.mesh for c in result.part("shard_average_shard_map").cases} >= {(1, 8), (1, 3), (2, 4)}
+
+
 # --- functions that are missing, misdeclared or raise -----------------------------------
 
 
@@ -405,6 +414,7 @@ def test_cli_writes_gradescope_results(tmp_path):
 TESTED = {
     "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
+    "shard_map_over_x_only",
     "missing_function", "wrong_signature", "loop_while_tracing", "loop_top_level",
     "crash_one_case", "hang_blocks_alarm", "memory_hog", "huge_output", "tampering",
     "forge_events", "reads_solutions", "compiled_infinite_loop",

@@ -139,7 +139,8 @@ ENTRY %main (x: f32[16,8]) -> f32[16,8] {
 
 def test_a_conditional_counts_the_branch_that_ran(mesh_2x4):
     """lax.cond with a psum in each branch runs one of them: unknown from the compiled program
-    (the data chooses), then counted by running it, one all-reduce in all, not one per branch."""
+    (the data chooses), then counted by running it: one all-reduce in all, not one per branch,
+    and the branch that never ran left out (it moves nothing, so no rule may find it there)."""
     from assignments.evaluate import count_when_run
 
     def body(x, flag):
@@ -152,7 +153,7 @@ def test_a_conditional_counts_the_branch_that_ran(mesh_2x4):
     analysis = analyze(compiled, mesh_2x4)
     assert [c.count for c in analysis.of_kind("all-reduce")] == [None, None]
     counted = count_when_run(compiled, (x, flag), analysis)
-    assert sorted(c.count for c in counted.of_kind("all-reduce")) == [0, 1]
+    assert [c.count for c in counted.of_kind("all-reduce")] == [1]
 
 
 def test_groups_of_replica_ids_are_read_as_every_device():

@@ -321,6 +321,16 @@ def test_experts_that_travel_instead_of_the_tokens_are_refused():
     ids = over_x("all-reduce", (2,), dtype="s32")   # integer counts may be reduced over X
     routed = ProgramAnalysis((ids, over_x("all-to-all", (2, 8, 2)), over_x("all-to-all", (2, 8, 2))), (), None, 8)
     assert rule.violations(routed, case, [None, None, B]) == []
+    counts = ProgramAnalysis((over_x("all-reduce", (4,), count=8, dtype="s32"), over_x("all-to-all", (2, 8, 8))),
+                             (), None, 8)   # a psum of per-expert counts every round: 128 bytes in all
+    assert rule.violations(counts, case, [None, None, B]) == []
+    # The experts' bits as integers (jax.lax.bitcast_convert_type) round a ring of permutes, or
+    # in one psum of zero-padded copies, beside a decoy all-to-all that carries the tokens' bytes.
+    for smuggled in (over_x("collective-permute", (1, 4, 2), count=2, dtype="s32"), over_x("all-reduce", (2, 8, 4), dtype="s32")):
+        analysis = ProgramAnalysis((smuggled, over_x("all-to-all", (2, 8, 8))), (), None, 8)
+        [message] = rule.violations(analysis, case, [None, None, B])
+        assert message.startswith(f"integers cross X by {smuggled.kind} over X of s32"), message
+        assert "as many bytes as one expert's [D, 2] slice (64 bytes) or more" in message
 
 
 def test_a_value_packed_into_a_wider_type_counts_by_its_bytes():

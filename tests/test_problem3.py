@@ -180,6 +180,46 @@ def test_permutes_over_x_beside_the_ring_are_refused():
                               "allowed: no collective-permute over X")
 
 
+def test_permutes_that_jump_are_no_ring():
+    """nY-1 permutes of a block each, every one sending the owner's block straight to the device
+    s places on (s = 1, 2, 3: an all-gather spread over permutes): refused on a ring of 4 for the
+    jumps of 2, while a ring of neighbour steps (+1, or -1 on the wrap) passes, and on a ring of
+    3 a step of 2 is the -1 neighbour."""
+    from assignments.contracts.problem3 import ring_of_permutes
+
+    def permute(shift, n=4):
+        return Collective("collective-permute", ("Y",), (ArrayShape("f32", (4, 4)),), (), 1, n, (shift,))
+
+    case = Case((2, 4), {"B": 8, "D": 16, "F": 32})   # a [4, 4] block per device
+    rule = ring_of_permutes()
+    assert rule.violations(ProgramAnalysis((permute(1),) * 3, (), None, 8), case) == []
+    assert rule.violations(ProgramAnalysis((permute(3),) * 3, (), None, 8), case) == []
+    [message] = rule.violations(ProgramAnalysis((permute(1), permute(2), permute(3)), (), None, 8), case)
+    assert message.startswith("collective-permutes over Y that jump +2 devices: collective-permute over Y of "
+                              "f32[4,4] (64 bytes) x1; allowed: steps to a neighbour only (+1 or -1 along Y")
+    three = Case((2, 3), {"B": 8, "D": 12, "F": 12})
+    assert rule.violations(ProgramAnalysis((permute(1, 3), permute(2, 3)), (), None, 6), three) == []
+
+
+def test_a_split_of_f_minus_one_and_one_is_no_split():
+    """One matmul of the whole result, then psums of its first F-1 columns and of the last one
+    (XLA combines them into one all-reduce of two operands): two pieces by count, but nothing
+    left to overlap. Is a piece above 3/4 of the result refused, while halves, and the uneven
+    tiles of an odd F, pass?"""
+    def pieces(*cols):
+        return Collective("all-reduce", ("Y",), tuple(ArrayShape("f32", (4, c)) for c in cols), (), 1, 4)
+
+    case = Case((2, 4), {"B": 8, "D": 16, "F": 32})   # the result: [4, 32] per device
+    rule = SplitReduction("Y", pieces=2, whole=lambda s: s["B"] // s["nX"] * s["F"])
+    [message] = rule.violations(ProgramAnalysis((pieces(31, 1),), (), None, 8), case)
+    assert message.startswith("the reduction over Y is split unevenly: one piece carries 124 of the result's "
+                              "128 elements per device")
+    for fine in (pieces(16, 16), pieces(8, 8, 8, 8), pieces(24, 8)):
+        assert rule.violations(ProgramAnalysis((fine,), (), None, 8), case) == [], fine.shape
+    odd = Case((2, 4), {"B": 8, "D": 16, "F": 5})
+    assert rule.violations(ProgramAnalysis((pieces(3, 2),), (), None, 8), odd) == []
+
+
 def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grade):
     """Does a reduction always in 4 equal pieces, F padded up, keep its values and lose the byte
     rule exactly on the cases whose F is not a multiple of 4 (with a Y to reduce over), the

@@ -235,6 +235,29 @@ def test_balance_is_each_devices_not_the_total():
     assert rule.violations(analyze_text(rings, (1, 4), ("X", "Y")), case) == []
 
 
+def test_permutes_that_jump_devices_are_no_ring_steps(grade):
+    """Half of each block on a -1 ring and the other half by jumps that still reach every
+    device (the permute count of a ring each way): values right, the rule lost exactly on the
+    rings where a jump is not a neighbour step (4, 5 and 8 devices), naming the jumps."""
+    result = grade("ring_jumps", only=["reducescatter_matmul_bidirectional", "allgather_matmul_bidirectional"])
+    for part in result.parts:
+        for c in part.cases:
+            assert c.values_ok, c.problems
+            assert c.rule_ok == (c.case.mesh[1] <= 3), (part.name, c.case.label, c.problems)
+        assert re.search(r"collective-permutes over Y that jump \+\d", part.output), part.output
+
+
+def test_permutes_in_a_branch_that_never_runs_are_no_direction(grade):
+    """A one-way ring with the other direction's permutes in a lax.cond branch no device takes:
+    values right, and the rule lost on every ring of 3 or more, as the one-way ring it is."""
+    part = grade("dead_branch_other_way", only=["reducescatter_matmul_bidirectional"]).part(
+        "reducescatter_matmul_bidirectional")
+    for c in part.cases:
+        assert c.values_ok, c.problems
+        assert c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+    assert "collective-permutes over Y go -1 only" in part.output
+
+
 def test_visible_checks_run_an_odd_block():
     """Does the visible check pass the solution on its odd-block mesh and the second mesh, and
     fail the padding design there, as the graders do?"""
@@ -270,4 +293,5 @@ def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem4 graded above?"""
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
         "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split", "gather_phase_one_way",
-        "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only"}
+        "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only", "ring_jumps",
+        "dead_branch_other_way"}

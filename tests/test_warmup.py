@@ -316,3 +316,26 @@ def test_bfloat16_round_trip_in_place_is_caught(grade):
     lose place's values on every mesh?"""
     part = broken(grade, "place_bf16_roundtrip", "place", 0, r"values wrong")
     assert mesh_of_passing_cases(part) == set()
+
+
+def test_a_replicated_result_is_checked_on_every_copy():
+    """total_sum's scalar is replicated: a shard_map that returns the sum on one device and 7.0
+    on every other (out_specs P(), check_vma=False) reads back right from the first copy. Does
+    the check read every device's copy, and say which device holds a wrong one?"""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    from assignments import check
+
+    def total_sum(x, *, mesh):
+        def local(block):
+            total = jax.lax.psum(block.sum(), ("X", "Y"))
+            first = (jax.lax.axis_index("X") == 0) & (jax.lax.axis_index("Y") == 0)
+            return jnp.where(first, total, 7.0)
+        return jax.shard_map(local, mesh=mesh, in_specs=P("X", "Y"), out_specs=P(), check_vma=False)(x)
+
+    result = check(total_sum, show=False, raises=False)
+    assert not result.passed
+    assert any(re.match(r"values wrong on device \d+, in its copy of the whole result: ", p) for p in result.problems), \
+        result.problems

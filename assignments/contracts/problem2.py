@@ -310,6 +310,18 @@ class TokensByAllToAll:
                             f"in all-to-alls, and otherwise less than that (a loop bound, a few numbers). Each "
                             f"expert's matrix stays on its row: the tokens travel to it in all-to-alls, and "
                             f"their results come back the same way")
+        # Integers cross X as ids and counts. An integer all-reduce as large as one expert's slice,
+        # or integer permutes carrying that much, are the experts' bits in another type
+        # (`jax.lax.bitcast_convert_type`); a psum of counts stays far smaller.
+        ints = [c for c in over_x if c not in floats and c.kind not in ("all-to-all", "all-gather")]
+        permuted = sum(c.bytes * (c.count if c.count is not None else 1)
+                       for c in ints if c.kind == "collective-permute")
+        smuggled = [c for c in ints if c.bytes >= expert or (c.kind == "collective-permute" and permuted >= expert)]
+        if smuggled:
+            problems.append(f"integers cross X by {_observed(smuggled)}, as many bytes as one expert's "
+                            f"[D, {self.result(s)}] slice ({expert:,} bytes) or more; allowed: integers that "
+                            f"cross X outside the all-to-alls are ids and counts, far smaller. Each expert's "
+                            f"matrix stays on its row (in any type): the tokens travel to it in all-to-alls")
         if any(c.count is None for c in over_x):
             return problems + [f"cannot count the bytes moved over X: a collective runs an unknown number "
                                f"of times (observed: {_observed(over_x)})"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import AllOf, Exactly, Forbid, MaxTotalBytes, OnlyKinds, SplitReduction
+from ..rules import AllOf, Exactly, Forbid, MaxTotalBytes, NeighbourSteps, OnlyKinds, SplitReduction
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
 VISIBLE_SPLIT = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 18})
@@ -25,16 +25,19 @@ def _block(s):
     return (s["B"] // s["nX"]) * (s["D"] // s["nY"])
 
 
+NOTHING_CROSSES_X = "The rings run over Y; each row of devices holds its own rows of the result, so nothing crosses X."
+
+
 def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
     """`rings` rings of nY-1 collective-permutes over Y, each moving one [B/nX, D/nY] block."""
     count = "nY-1 of them" if rings == 1 else f"{rings}(nY-1) of them ({rings} rings of nY-1)"
     return AllOf((
         OnlyKinds(("collective-permute",), why=why),
         Exactly("collective-permute", lambda s: rings * (s["nY"] - 1), elements=_block, axes=("Y",)),
-        Forbid("collective-permute", axes=("X",), why="The rings run over Y; each row of devices holds "
-                                                      "its own rows of the result, so nothing crosses X."),
-    ), text=f"collective-permutes only: {count} over Y, each of (B/nX)*(D/nY) elements, "
-            f"counted each time a loop runs them")
+        Forbid("collective-permute", axes=("X",), why=NOTHING_CROSSES_X),
+        NeighbourSteps("Y"),
+    ), text=f"collective-permutes only: {count} over Y, each of (B/nX)*(D/nY) elements, each to a "
+            f"neighbour (+1 or -1), counted each time a loop runs them")
 
 
 def gelu(x):

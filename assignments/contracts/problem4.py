@@ -8,8 +8,10 @@ halves the time of every step.
 from __future__ import annotations
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import AllOf, BalancedDirections, BothDirections, Exactly, HalfBlocks, MaxTotalBytes, OnlyKinds
-from .problem3 import BOOK, F32, T, W2, W_COLS, W_ROWS, _block, jit_matmul, matmul, scaled_inputs
+from ..rules import (AllOf, BalancedDirections, BothDirections, Exactly, Forbid, HalfBlocks, MaxTotalBytes,
+                     NeighbourSteps, OnlyKinds)
+from .problem3 import (BOOK, F32, NOTHING_CROSSES_X, T, W2, W_COLS, W_ROWS, _block, jit_matmul, matmul,
+                       scaled_inputs)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 12, "F": 20})
 """Odd blocks on a ring of 4 (D/nY = 3, F/nY = 5): halves one column apart, where a design that
@@ -22,10 +24,11 @@ def _rows(s):
 
 
 def bidirectional(count, cols, total_bytes=None, what="") -> AllOf:
-    """Permutes only, both ways round the Y ring with the same bytes each way at every step,
+    """Permutes only, over Y to a neighbour, both ways round the ring with the same bytes each way at every step,
     `count` of them (when given), each carrying half a [B/nX, cols] block, and (when given) no
     more bytes than the one-way version."""
-    rules = [OnlyKinds(("collective-permute",)), BothDirections("Y"), BalancedDirections("Y", _rows, cols),
+    rules = [OnlyKinds(("collective-permute",)), Forbid("collective-permute", axes=("X",), why=NOTHING_CROSSES_X),
+             NeighbourSteps("Y"), BothDirections("Y"), BalancedDirections("Y", _rows, cols),
              HalfBlocks("Y", _rows, cols)]
     if count is not None:
         rules.append(Exactly("collective-permute", count, axes=("Y",)))
@@ -48,7 +51,7 @@ ASSIGNMENT = Assignment(
             args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
             rule=bidirectional(
                 lambda s: 4 * (s["nY"] - 1), lambda s: s["F"] // s["nY"],
-                what="collective-permutes only, both ring directions with the same bytes each way "
+                what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
                      "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
                      "when F/nY is odd)"),
@@ -63,7 +66,7 @@ ASSIGNMENT = Assignment(
             rule=bidirectional(
                 lambda s: 2 * (s["nY"] - 1), lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
-                what="collective-permutes only, both ring directions with the same bytes each way "
+                what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step: 2(nY-1) of them, each of (B/nX)*(D/nY)/2 elements (within one "
                      "column when D/nY is odd); total bytes no more than the one-way version"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
@@ -76,7 +79,7 @@ ASSIGNMENT = Assignment(
             rule=bidirectional(
                 None, lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
-                what="collective-permutes only, both ring directions with the same bytes each way "
+                what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step, each carrying half of a [B/nX, D/nY] block (within one row or "
                      "column when the block is odd); no more bytes than the one-way version"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
