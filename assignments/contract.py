@@ -245,6 +245,30 @@ def uses_shard_map(stablehlo_text: str) -> bool:
     return bool(program_ops(stablehlo_text) & SHARD_MAP_OPS)
 
 
+def style_shows(mesh: tuple[int, ...]) -> bool:
+    """Can a program show on `mesh` whether it has a shard_map, and the collective a part must
+    write in it? JAX inlines a shard_map whose manual axes all have one device (nothing to map
+    over), collectives and all: on a 1x8 mesh one manual over X only (`axis_names={'X'}`, Y
+    left to the partitioner) leaves no trace. So only where every axis has two devices or more."""
+    return min(mesh) > 1
+
+
+def style_on_every_mesh(part: Part, cases: list[CaseResult]) -> list[CaseResult]:
+    """The cases of `part` with its style verdict carried to every mesh: the style is a property
+    of the code, so a program that shows on one mesh that it lacks its shard_map (or the
+    collective written in it) lacks it on the meshes that cannot show it (`style_shows`)."""
+    if part.style != "shard_map" and not part.writes:
+        return cases
+    shown = [(p, c.case.mesh) for c in cases if style_shows(c.case.mesh)
+             for p in c.problems if p.startswith(f"{part.name} must ")]
+    if not shown:
+        return cases
+    problem, mesh = shown[0]
+    carried = f"{problem} (seen on the {'x'.join(map(str, mesh))} mesh: a mesh with a one-device axis cannot show it)"
+    return [c if style_shows(c.case.mesh) or problem in c.problems
+            else dataclasses.replace(c, rule_ok=False, problems=c.problems + [carried]) for c in cases]
+
+
 # --- a case's inputs and verdict (no JAX: the graders' parent makes inputs and reads verdicts) ---
 
 

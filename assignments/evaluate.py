@@ -13,7 +13,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, uses_shard_map
+from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows,
+                       uses_shard_map)
 from .hlo import ProgramAnalysis, analyze
 from .rules import ring_directions_note
 
@@ -256,11 +257,9 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     has_shard_map = uses_shard_map(stablehlo_text)
     if part.style == "jit" and has_shard_map:
         return [f"{part.name} must use jax.jit only, but the program contains a shard_map."]
-    # JAX inlines a shard_map whose manual axes all have one device (nothing to map over), so
-    # it leaves no trace in the program: on a 1x8 mesh, one manual over X only (`axis_names=
-    # {'X'}`, Y left to the partitioner) vanishes, and so do its collectives over X. The style
-    # is judged where every mesh axis has two devices or more.
-    judged = min(case.mesh) > 1
+    # Judged where a shard_map shows (`style_shows`); the grading carries the verdict to the
+    # other meshes (`style_on_every_mesh`).
+    judged = style_shows(case.mesh)
     if part.style == "shard_map" and judged and not has_shard_map:
         return [f"{part.name} must be written with jax.shard_map, but the program has none."]
     if part.writes and judged and "stablehlo." + part.writes not in program_ops(stablehlo_text):

@@ -25,7 +25,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from assignments.contract import Assignment, Case, CaseResult, Part, case_request
+from assignments.contract import Assignment, Case, CaseResult, Part, case_request, style_on_every_mesh
 from assignments.contracts import get_assignment
 
 from . import verdicts
@@ -322,9 +322,9 @@ def _collect(events: list[dict], timings: dict) -> list[str]:
 def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):
     """The grading's result; a case with no result failed for the first problem reported."""
     unanswered = problems[0] if problems else "no artifact"
-    parts = [PartResult(part.name, part.points,
-                        [results[j.id] if j.id in results else CaseResult.failed(j.case, unanswered)
-                         for j in jobs if j.part is part])
+    parts = [PartResult(part.name, part.points, style_on_every_mesh(part, [
+                 results[j.id] if j.id in results else CaseResult.failed(j.case, unanswered)
+                 for j in jobs if j.part is part]))
              for part in assignment.parts]
     if problems:
         for p in parts:

@@ -93,3 +93,22 @@ def test_damaged_foreign_or_old_results_are_refused(tmp_path):
     path.write_text(json.dumps({"extra_data": {"kit": {**data, "parts": [{"name": 3}]}}}))
     with pytest.raises(ResultsUnreadable, match="damaged"):
         read_results(str(path))
+
+
+def test_a_missing_shard_map_shown_on_one_mesh_counts_on_every_mesh():
+    """A shard_map manual over one-device axes leaves no trace, so the style is judged only on
+    meshes whose axes all have two devices or more. Is a program shown there to lack its
+    shard_map refused on the other meshes too, while a part that shows it keeps them?"""
+    from assignments.contract import style_on_every_mesh
+    from assignments.contracts import get_assignment
+
+    part = get_assignment("problem1").part("shard_average_shard_map")
+    missing = "shard_average_shard_map must be written with jax.shard_map, but the program has none."
+    lacking = [CaseResult(Case((2, 4), {}), True, False, [missing]), CaseResult(Case((1, 8), {}), True, True, [])]
+    judged, carried = style_on_every_mesh(part, lacking)
+    assert judged is lacking[0] and not carried.rule_ok
+    assert carried.problems == [missing + " (seen on the 2x4 mesh: a mesh with a one-device axis cannot show it)"]
+    shown = [CaseResult(Case((2, 4), {}), True, True, []), CaseResult(Case((1, 8), {}), True, True, [])]
+    assert style_on_every_mesh(part, shown) == shown
+    jit_part = get_assignment("problem1").part("shard_average_jit")
+    assert style_on_every_mesh(jit_part, lacking) == lacking
