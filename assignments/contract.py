@@ -131,6 +131,10 @@ class Part:
     program names it (``'all_reduce'`` for psum, ``'all_gather'``): jax.jit's own collectives
     appear only when XLA partitions the program, so an identity shard_map with jax.jit doing
     the work around it lowers without one."""
+    writes_over: str | None = None
+    """The mesh axis that collective must run over (one of them at least): an all-gather of
+    the tokens over X, not of something else over Y while in_specs that replicate the experts
+    over X make jax.jit gather them at the shard_map's boundary."""
     eager: bool = False
     """Called eagerly on concrete arrays, not traced: graded on the result's shape, dtype,
     sharding and values as reported by the submission's process (no artifact, no HLO)."""

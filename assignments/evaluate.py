@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
+import re
 import warnings
 
 import jax
@@ -15,7 +17,7 @@ from jax.sharding import AxisType, NamedSharding
 
 from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows,
                        uses_shard_map)
-from .hlo import ProgramAnalysis, analyze
+from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
 
 
@@ -250,6 +252,35 @@ def _far_off(out, reference) -> bool:
     return got.shape == want.shape and rms > 0 and float(np.sqrt(np.mean((got - want) ** 2))) > 0.1 * rms
 
 
+@functools.lru_cache(maxsize=16)
+def written_axes(stablehlo_text: str, op: str, mesh_shape: tuple[int, ...]) -> frozenset[str]:
+    """The mesh axes the `stablehlo.<op>` operations of a lowered program run over, parsed as
+    `program_ops` parses. Their replica groups are device lists (``dense<[[0, 4], ...]>``) or,
+    on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
+    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    axes: set[str] = set()
+
+    def visit(operation):
+        if operation.name == "stablehlo." + op:
+            if "replica_groups" not in operation.attributes:
+                axes.update(MESH_AXES)
+                return ir.WalkResult.ADVANCE
+            groups = operation.attributes["replica_groups"]
+            if isinstance(groups, ir.DenseIntElementsAttr):
+                rows = np.asarray(ir.DenseIntElementsAttr(groups)).tolist()
+                axes.update(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
+            else:
+                axes.update(a for a in re.findall(r'axis_ref<name = "(\w+)"', str(groups)) if a in MESH_AXES)
+        return ir.WalkResult.ADVANCE
+
+    with mlir.make_ir_context():
+        ir.Module.parse(stablehlo_text).operation.walk(visit)
+    return frozenset(axes)
+
+
 def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     """Is the program written in the required style (jax.jit only, or with shard_map)?"""
     if part.style is None:
@@ -262,11 +293,20 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     judged = style_shows(case.mesh)
     if part.style == "shard_map" and judged and not has_shard_map:
         return [f"{part.name} must be written with jax.shard_map, but the program has none."]
-    if part.writes and judged and "stablehlo." + part.writes not in program_ops(stablehlo_text):
-        written = WRITTEN.get(part.writes, part.writes)
+    if not (part.writes and judged):
+        return []
+    written = WRITTEN.get(part.writes, part.writes)
+    if "stablehlo." + part.writes not in program_ops(stablehlo_text):
         return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
                 f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
                 f"inside the shard_map and write the {written} yourself."]
+    over = written_axes(stablehlo_text, part.writes, case.mesh)
+    if part.writes_over and part.writes_over not in over:
+        seen = " and ".join(sorted(over)) or "no axis"
+        return [f"{part.name} must call {written} over {part.writes_over} inside its shard_map, but its {written} "
+                f"runs over {seen} only. Gather the tokens over {part.writes_over} yourself: in_specs that "
+                f"replicate an input over {part.writes_over} make jax.jit gather that input (all of it) at the "
+                f"shard_map's boundary instead."]
     return []
 
 

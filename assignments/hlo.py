@@ -333,6 +333,39 @@ def _matching(text: str, start: int, open_ch: str, close_ch: str) -> int:
     return len(text) - 1
 
 
+_FREE_TEXT = re.compile(r"\b(metadata|frontend_attributes)=\{")
+
+
+def _without_free_text(attrs: str) -> str:
+    """`attrs` without the blocks whose text the program's author writes: `metadata` (op_name
+    holds `jax.named_scope` names and pytree keys) and `frontend_attributes` (user metadata).
+    A scope named "source_target_pairs={}" or "calls=%body" must not read as an attribute.
+    The closing brace is found outside quoted strings, whose escapes are skipped."""
+    out, at = [], 0
+    while m := _FREE_TEXT.search(attrs, at):
+        out.append(attrs[at:m.start()])
+        i, depth, quoted = m.end() - 1, 0, False
+        while i < len(attrs):
+            ch = attrs[i]
+            if quoted:
+                if ch == "\\":
+                    i += 1
+                elif ch == '"':
+                    quoted = False
+            elif ch == '"':
+                quoted = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        at = i + 1
+    out.append(attrs[at:])
+    return "".join(out)
+
+
 def _parse_instruction(line: str) -> _Instruction | None:
     m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
     if not m:
@@ -354,7 +387,7 @@ def _parse_instruction(line: str) -> _Instruction | None:
         opcode=op.group(1),
         operands=re.findall(r"%([\w.\-]+)", operand_text),
         inline_shapes=_shapes(operand_text),
-        attrs=rest[close + 1:],
+        attrs=_without_free_text(rest[close + 1:]),
     )
 
 
@@ -420,7 +453,8 @@ def _multipliers(computations, entry) -> tuple[dict[str, int | None], set[str]]:
     return mult, fused
 
 
-def _axes_of_groups(groups: list[list[int]], mesh_shape, axis_names) -> tuple[str, ...]:
+def axes_of_groups(groups, mesh_shape, axis_names) -> tuple[str, ...]:
+    """The mesh axes along which some group's devices (numbered row-major in the mesh) differ."""
     varying = set()
     for group in groups:
         coords = np.array([np.unravel_index(d, mesh_shape) for d in group])
@@ -458,7 +492,7 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
             pairs = parse_source_target_pairs(inst.attrs)
             if pairs is not None:
                 pairs = [(s, t) for s, t in pairs if s != t]
-                axes = _axes_of_groups([[s, t] for s, t in pairs], mesh_shape, axis_names)
+                axes = axes_of_groups([[s, t] for s, t in pairs], mesh_shape, axis_names)
                 group_size = int(np.prod([mesh_shape[axis_names.index(a)] for a in axes])) if axes else 1
                 if len(axes) == 1:
                     i = axis_names.index(axes[0])
@@ -474,7 +508,7 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                     # with use_global_device_ids=true (JAX's form); otherwise they are replica
                     # ids (with one replica, {{0}} can mean every device): read as all devices.
                     groups = [list(range(num_devices))]
-                axes = _axes_of_groups(groups, mesh_shape, axis_names)
+                axes = axes_of_groups(groups, mesh_shape, axis_names)
                 # The largest group: groups may differ in size (`psum(axis_index_groups=[[0], [1, ..]])`),
                 # and one device alone in the first says nothing of the others.
                 group_size = max(len(g) for g in groups)

@@ -49,3 +49,28 @@ def test_grading_here_reads_a_notebook_as_the_export_worker_does(tmp_path):
     assert comparable(here) == comparable(grade_submission(str(path), "problem1", limits=FAST, only=only,
                                                            concurrent=CONCURRENT))
     assert here.problems and "syntax error" in here.problems[0]
+
+
+def test_a_judge_that_fails_blames_the_kit_not_the_submission(repo_root):
+    """The judge's own code failing on a case (here: a job naming a part the assignment does not
+    have) must not end the judge with "exited with code 1 (os._exit? sys.exit?)", which blames a
+    submission that ran no Python there: the case fails with a message that blames the kit, the
+    verdict is not cached (`ran` false), and the judge goes on to the next job."""
+    import json
+    import subprocess
+    import sys
+
+    from graders.sandboxed.protocol import request_text
+
+    job = {"id": "x", "part": "no_such_part", "case": {"mesh": [2, 4], "sizes": {}, "statics": {}}, "inputs": []}
+    stdin = request_text("judge", assignment="problem1") + json.dumps(job) + "\n" + json.dumps(dict(job, id="y")) + "\n"
+    out = subprocess.run([sys.executable, "-c", "from graders.sandboxed.judge import main; main()"], input=stdin,
+                         capture_output=True, text=True, cwd=repo_root, timeout=120)
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    cases = [e for e in events if e["event"] == "case"]
+    assert [e["id"] for e in cases] == ["x", "y"] and events[-1]["event"] == "finished", out.stdout + out.stderr
+    for e in cases:
+        assert (e["values_ok"], e["rule_ok"], e["ran"]) == (False, False, False)
+        [problem] = e["problems"]
+        assert problem.startswith("the graders could not judge this case (KeyError") and \
+            "a fault of the grading kit, not of your code" in problem

@@ -215,3 +215,39 @@ def test_a_loop_only_some_devices_run_counts_its_runs_on_them(mesh_2x4):
     analysis = analyze(compiled, mesh_2x4)
     assert [c.count for c in analysis.of_kind("all-reduce")] == [None]
     assert [c.count for c in count_when_run(compiled, (x, n), analysis).of_kind("all-reduce")] == [3]
+
+
+SCOPED = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: f32[32,16,24]) -> f32[32,16,24] {
+  %p = f32[32,16,24]{2,1,0} parameter(0)
+  ROOT %big = f32[32,16,24]{2,1,0} multiply(%p, %p)
+}
+
+ENTRY %main (x: f32[16,8], y: f32[32,16,24]) -> (f32[16,8], f32[32,16,24]) {
+  %x = f32[16,8]{1,0} parameter(0)
+  %y = f32[32,16,24]{2,1,0} parameter(1)
+  %ar = f32[16,8]{1,0} all-reduce(%x), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, use_global_device_ids=true, to_apply=%add, metadata={op_name="jit(f)/source_target_pairs={}/psum" source_file="a.py" source_line=3}
+  %n = s32[] constant(2), metadata={op_name="jit(f)/calls=%body \\"}\\" calls=%body"}, frontend_attributes={note="replica_groups={}"}
+  %c = f32[32,16,24]{2,1,0} call(%y), to_apply=%body
+  ROOT %t = (f32[16,8]{1,0}, f32[32,16,24]{2,1,0}) tuple(%ar, %c)
+}
+"""
+
+
+def test_names_the_author_writes_are_not_read_as_attributes():
+    """A `jax.named_scope` lands in each instruction's metadata op_name, and user metadata in
+    frontend_attributes: a scope named "source_target_pairs={}" made a psum read as a permute
+    moving nothing (and vanish), and one holding "calls=%body" made a loop body read as a
+    fusion's (its values unread). Are both blocks left out of the attributes, quoted braces
+    and escaped quotes included?"""
+    analysis = analyze_text(SCOPED, MESH_SHAPE, AXES)
+    [c] = analysis.collectives
+    assert (c.kind, c.axes, c.group_size) == ("all-reduce", ("Y",), 4)
+    assert "big" in {v.name for v in analysis.largest_values}

@@ -321,12 +321,14 @@ def test_experts_that_travel_instead_of_the_tokens_are_refused():
     ids = over_x("all-reduce", (2,), dtype="s32")   # integer counts may be reduced over X
     routed = ProgramAnalysis((ids, over_x("all-to-all", (2, 8, 2)), over_x("all-to-all", (2, 8, 2))), (), None, 8)
     assert rule.violations(routed, case, [None, None, B]) == []
-    counts = ProgramAnalysis((over_x("all-reduce", (4,), count=8, dtype="s32"), over_x("all-to-all", (2, 8, 8))),
-                             (), None, 8)   # a psum of per-expert counts every round: 128 bytes in all
-    assert rule.violations(counts, case, [None, None, B]) == []
+    # Counts psum'd and ids sent round a ring of permutes every round: more bytes in all than an
+    # expert's 64, never that much in one run.
+    for bookkeeping in (over_x("all-reduce", (4,), count=8, dtype="s32"), over_x("collective-permute", (9,), count=4, dtype="s32")):
+        analysis = ProgramAnalysis((bookkeeping, over_x("all-to-all", (2, 8, 8))), (), None, 8)
+        assert rule.violations(analysis, case, [None, None, B]) == [], bookkeeping
     # The experts' bits as integers (jax.lax.bitcast_convert_type) round a ring of permutes, or
     # in one psum of zero-padded copies, beside a decoy all-to-all that carries the tokens' bytes.
-    for smuggled in (over_x("collective-permute", (1, 4, 2), count=2, dtype="s32"), over_x("all-reduce", (2, 8, 4), dtype="s32")):
+    for smuggled in (over_x("collective-permute", (1, 8, 2), count=2, dtype="s32"), over_x("all-reduce", (2, 8, 4), dtype="s32")):
         analysis = ProgramAnalysis((smuggled, over_x("all-to-all", (2, 8, 8))), (), None, 8)
         [message] = rule.violations(analysis, case, [None, None, B])
         assert message.startswith(f"integers cross X by {smuggled.kind} over X of s32"), message
@@ -558,6 +560,19 @@ def test_results_gathered_over_x_are_named_as_results(grade):
             assert "gathered everywhere" not in text
 
 
+def test_experts_gathered_by_replicated_in_specs_are_no_gather_of_the_tokens(grade):
+    """W's in_specs replicated over X, so jax.jit gathers all experts at the shard_map's boundary,
+    and the body's own all_gather runs over Y only: values right, the rule lost on every mesh
+    (seen where both axes have two devices or more), naming the missing all-gather over X."""
+    names = ["moe_allgather", "moe_allgather_x"]
+    result = grade("experts_replicated_in_specs", only=names)
+    for name in names:
+        part = result.part(name)
+        assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output
+        assert f"{name} must call jax.lax.all_gather over X inside its shard_map, but its jax.lax.all_gather " \
+               f"runs over Y only" in part.output
+
+
 def test_visible_checks_meet_the_fragile_designs():
     """Does each visible check pass the solution and fail, at its own sizes, the fragile design
     of its part (a padded product, a padded round of the old chunk, k copies, ragged_dot's CPU
@@ -582,7 +597,7 @@ def test_visible_checks_meet_the_fragile_designs():
 
 TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
-          "results_allgather"}
+          "results_allgather", "experts_replicated_in_specs"}
 
 
 def test_every_corpus_file_is_tested():

@@ -204,8 +204,8 @@ def test_permutes_that_jump_are_no_ring():
 def test_a_split_of_f_minus_one_and_one_is_no_split():
     """One matmul of the whole result, then psums of its first F-1 columns and of the last one
     (XLA combines them into one all-reduce of two operands): two pieces by count, but nothing
-    left to overlap. Is a piece above 3/4 of the result refused, while halves, and the uneven
-    tiles of an odd F, pass?"""
+    left to overlap. Is a piece above 90% of the result refused, while halves, the uneven tiles
+    of an odd F and fixed 8-column tiles of F=10 pass?"""
     def pieces(*cols):
         return Collective("all-reduce", ("Y",), tuple(ArrayShape("f32", (4, c)) for c in cols), (), 1, 4)
 
@@ -218,6 +218,8 @@ def test_a_split_of_f_minus_one_and_one_is_no_split():
         assert rule.violations(ProgramAnalysis((fine,), (), None, 8), case) == [], fine.shape
     odd = Case((2, 4), {"B": 8, "D": 16, "F": 5})
     assert rule.violations(ProgramAnalysis((pieces(3, 2),), (), None, 8), odd) == []
+    ten = Case((2, 2), {"B": 8, "D": 8, "F": 10})
+    assert rule.violations(ProgramAnalysis((pieces(8, 2),), (), None, 8), ten) == []
 
 
 def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grade):

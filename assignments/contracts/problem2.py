@@ -310,15 +310,14 @@ class TokensByAllToAll:
                             f"in all-to-alls, and otherwise less than that (a loop bound, a few numbers). Each "
                             f"expert's matrix stays on its row: the tokens travel to it in all-to-alls, and "
                             f"their results come back the same way")
-        # Integers cross X as ids and counts. An integer all-reduce as large as one expert's slice,
-        # or integer permutes carrying that much, are the experts' bits in another type
-        # (`jax.lax.bitcast_convert_type`); a psum of counts stays far smaller.
+        # Integers cross X as ids and counts, a round's worth at a time. An integer all-reduce or
+        # permute that carries one expert's slice in one run is the experts' bits in another type
+        # (`jax.lax.bitcast_convert_type`). Judged per run: ids and counts sent every round of a
+        # long loop add up to an expert's bytes without being one.
         ints = [c for c in over_x if c not in floats and c.kind not in ("all-to-all", "all-gather")]
-        permuted = sum(c.bytes * (c.count if c.count is not None else 1)
-                       for c in ints if c.kind == "collective-permute")
-        smuggled = [c for c in ints if c.bytes >= expert or (c.kind == "collective-permute" and permuted >= expert)]
+        smuggled = [c for c in ints if c.bytes >= expert]
         if smuggled:
-            problems.append(f"integers cross X by {_observed(smuggled)}, as many bytes as one expert's "
+            problems.append(f"integers cross X by {_observed(smuggled)}, each run as many bytes as one expert's "
                             f"[D, {self.result(s)}] slice ({expert:,} bytes) or more; allowed: integers that "
                             f"cross X outside the all-to-alls are ids and counts, far smaller. Each expert's "
                             f"matrix stays on its row (in any type): the tokens travel to it in all-to-alls")
@@ -438,7 +437,7 @@ ASSIGNMENT = Assignment(
             name="moe_allgather", points=2,
             task="shard_map with an explicit all_gather of the tokens and a local reorder.",
             args=(W, A, B), result=OUT, rule=NO_DENSE_GATHER, reference=moe,
-            visible_case=VISIBLE, style="shard_map", writes="all_gather",
+            visible_case=VISIBLE, style="shard_map", writes="all_gather", writes_over="X",
         ),
         Part(
             name="moe_all_to_all", points=8,
@@ -461,7 +460,7 @@ ASSIGNMENT = Assignment(
                  "shard_map with an all_gather of the tokens over X; any local grouping (padded "
                  "buffer, jax.lax.scan over experts, jax.lax.ragged_dot).",
             args=(W_X, A_X, B), result=OUT_X, rule=NO_DENSE_GATHER_X, reference=moe,
-            visible_case=VISIBLE_X, style="shard_map", writes="all_gather",
+            visible_case=VISIBLE_X, style="shard_map", writes="all_gather", writes_over="X",
         ),
         Part(
             name="moe_all_to_all_x", points=2,

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sys
+import traceback
 import time
 
 ALLOWED_CUSTOM_CALLS_EXTRA = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
@@ -98,6 +99,19 @@ def judge_job(assignment, job: dict, timings: dict):
     return judge_artifact(part, case, decode_bytes(job["artifact"]), arrays, timings)
 
 
+def graders_failed(assignment, job: dict, error: Exception):
+    """The verdict on a case the judge's own code failed on (an exception outside the program it
+    judges, which reports its compile and run errors itself): failed, not cached (`ran` False,
+    so a regrade after the kit is fixed judges it again), with a message that blames the kit."""
+    from assignments.contract import Case, CaseResult
+
+    case = Case(tuple(job["case"]["mesh"]), job["case"]["sizes"], job["case"]["statics"])
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    return CaseResult.failed(case, f"the graders could not judge this case ({type(error).__name__}: {first}): "
+                                   f"a fault of the grading kit, not of your code; tell your instructor, "
+                                   f"who can regrade once it is fixed")
+
+
 def case_event(job_id: str, result) -> dict:
     """A judged case as the judge reports it (`graders.sandboxed.protocol`)."""
     return {"event": "case", "id": job_id, "values_ok": result.values_ok, "rule_ok": result.rule_ok,
@@ -122,7 +136,12 @@ def main() -> int:
     for line in sys.stdin:  # one job per line, as the export produces them, until EOF
         job = json.loads(line)
         emit(event="start", id=job["id"])
-        emit(**case_event(job["id"], judge_job(assignment, job, timings)))
+        try:
+            result = judge_job(assignment, job, timings)
+        except Exception as e:  # the kit's own judging failed: say so, never blame the submission
+            traceback.print_exc()
+            result = graders_failed(assignment, job, e)
+        emit(**case_event(job["id"], result))
     emit(event="finished", timings=timings)
     os._exit(0)  # every event is flushed: skip the interpreter's teardown (0.1-0.3 s with JAX loaded)
 
