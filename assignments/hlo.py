@@ -98,6 +98,9 @@ class Collective:
     groups: tuple[tuple[int, ...], ...] = ()
     """The other kinds: the groups of devices that act together (replica groups), numbered
     as `pairs` are."""
+    computation: str = ""
+    """The HLO computation it is in (the entry, a loop body, a branch of a conditional): two
+    collectives in different branches of one conditional never run in the same pass."""
 
     @property
     def priced_kind(self) -> str:
@@ -521,7 +524,7 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                 kind=kind, axes=axes, operands=operands, results=results,
                 count=mult.get(comp, 1), group_size=group_size, shifts=shifts, name=inst.name,
                 accelerator_kind=accelerator_kind, pairs=tuple(pairs or ()),
-                groups=tuple(tuple(g) for g in groups),
+                groups=tuple(tuple(g) for g in groups), computation=comp,
             ))
     return found
 

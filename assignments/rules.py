@@ -479,19 +479,16 @@ class BalancedDirections:
         for p, (where, steps) in enumerate(phases, start=1):
             bad = []
             for k, step in enumerate(steps, start=1):
-                # Each device must send as much each way: devices that each send one way only, in
-                # turns, balance the total and still leave one direction of every link idle.
-                senders: dict[int, dict[int, float]] = {}
-                for permute, runs in step:
-                    for device, sent in _step_of_ring(permute, analysis.mesh_shape, analysis.axis_names,
-                                                      self.axis).items():
-                        mine = senders.setdefault(device, {1: 0.0, -1: 0.0})
-                        for w, b in sent.items():
-                            mine[w] += b * runs
-                size = max((o.bytes // max(o.elements, 1) for q, _ in step for o in q.operands), default=4)
-                worst = max(senders.values(), key=lambda ways: abs(ways[1] - ways[-1]), default={1: 0.0, -1: 0.0})
-                if abs(worst[1] - worst[-1]) > slack * size:
-                    bad.append((k, worst))
+                # The permutes of one computation run together; those of different branches of a
+                # conditional never do (a lax.cond choosing the direction each pass is one-way),
+                # so each computation's permutes must balance on their own.
+                for computation in dict.fromkeys(permute.computation for permute, _ in step):
+                    worst = self._worst_sender([(p, runs) for p, runs in step if p.computation == computation],
+                                               analysis)
+                    size = max((o.bytes // max(o.elements, 1) for q, _ in step for o in q.operands), default=4)
+                    if abs(worst[1] - worst[-1]) > slack * size:
+                        bad.append((k, worst))
+                        break
             if bad:
                 k, ways = bad[0]
                 step = "" if len(steps) == 1 else f", step {k} of its {len(steps)}"
@@ -504,6 +501,19 @@ class BalancedDirections:
                     f"that both directions of every link work at once. Send half of each block each way in "
                     f"this phase too")
         return problems
+
+
+    def _worst_sender(self, permutes, analysis) -> dict[int, float]:
+        """Bytes each way of the device whose two directions differ most over `permutes`: each
+        device must send as much each way (devices that each send one way only, in turns,
+        balance the total and still leave one direction of every link idle)."""
+        senders: dict[int, dict[int, float]] = {}
+        for permute, runs in permutes:
+            for device, sent in _step_of_ring(permute, analysis.mesh_shape, analysis.axis_names, self.axis).items():
+                mine = senders.setdefault(device, {1: 0.0, -1: 0.0})
+                for w, b in sent.items():
+                    mine[w] += b * runs
+        return max(senders.values(), key=lambda ways: abs(ways[1] - ways[-1]), default={1: 0.0, -1: 0.0})
 
 
 def ring_directions_note(analysis: ProgramAnalysis) -> str:

@@ -258,6 +258,21 @@ def test_permutes_in_a_branch_that_never_runs_are_no_direction(grade):
     assert "collective-permutes over Y go -1 only" in part.output
 
 
+def test_a_cond_that_chooses_the_direction_of_each_pass_is_one_way(grade):
+    """A ring whose every pass sends both halves one way, a lax.cond choosing +1 or -1 by the
+    pass: balanced in all, and one step holds both branches' permutes, but they never run
+    together. The rule lost on every ring of 3 or more; the same parts with both halves of a
+    step inside one branch (a step a cond skips) keep full marks."""
+    part = grade("direction_chosen_by_cond", only=["reducescatter_matmul_bidirectional"]).part(
+        "reducescatter_matmul_bidirectional")
+    for c in part.cases:
+        assert c.values_ok, c.problems
+        assert c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+    assert re.search(r"go -1 and 0 go \+1|go -1 and [\d,]+ go \+1", part.output), part.output
+    right = grade("steps_inside_conds")
+    assert {p.name: p.score for p in right.parts} == POINTS, right.to_text()
+
+
 def test_visible_checks_run_an_odd_block():
     """Does the visible check pass the solution on its odd-block mesh and the second mesh, and
     fail the padding design there, as the graders do?"""
@@ -294,4 +309,4 @@ def test_every_corpus_file_is_tested():
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
         "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split", "gather_phase_one_way",
         "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only", "ring_jumps",
-        "dead_branch_other_way"}
+        "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds"}
