@@ -567,6 +567,28 @@ class ReducesOverAll:
 
 
 @dataclasses.dataclass(frozen=True)
+class MaxMatmulFlops:
+    """The program's matmuls do at most `flops` per device (`ProgramAnalysis.dot_flops`, loop
+    trip counts included): the work is split, not also done whole on every device beside a
+    split copy that the result folds in times zero."""
+
+    flops: Size
+    why: str = ""
+
+    def describe(self) -> str:
+        return "matmul work split over the devices"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        if analysis.dot_flops is None:
+            return []
+        done, limit = sum(f for _, f in analysis.dot_flops), _size(self.flops, case)
+        if done <= limit:
+            return []
+        return [f"the program's matmuls do {done:,.0f} FLOPs per device; allowed: at most {limit:,} "
+                f"(each device multiplies only its share){'. ' + self.why if self.why else ''}"]
+
+
+@dataclasses.dataclass(frozen=True)
 class AllOf:
     """Every one of `rules` must hold."""
 

@@ -345,3 +345,13 @@ def test_a_replicated_result_is_checked_on_every_copy():
     assert not result.passed
     assert any(re.match(r"values wrong on device \d+, in its copy of the whole result: ", p) for p in result.problems), \
         result.problems
+
+
+def test_the_whole_product_beside_a_constrained_decoy_is_no_split(grade):
+    """layer_constrained computing x @ w whole on every device, with the constrained product and
+    its one all-reduce over every axis folded in times zero: values right, the communication
+    the rule asks for, and the rule lost on every mesh for the matmul work each device does."""
+    part = broken(grade, "layer_whole_product_beside_a_decoy", "layer_constrained", 1.0,
+                  r"the program's matmuls do [\d,]+ FLOPs per device; allowed: at most [\d,]+ \(each device "
+                  r"multiplies only its share\)")
+    assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, Tree
-from ..rules import (AllOf, AnyCommunication, Exactly, MaxTotalBytes, NoCommunication, OnlyKinds,
+from ..rules import (AllOf, AnyCommunication, Exactly, MaxMatmulFlops, MaxTotalBytes, NoCommunication, OnlyKinds,
                      ReducesOverAll)
 
 ALL = ("X", "Y")
@@ -125,6 +125,11 @@ SPLIT_OVER_ALL = ReducesOverAll(
     "all-reduce", why="Constrain x and w to be sharded on K over both axes, P(('X', 'Y')), so that "
                       "every device multiplies its own slice and the all-reduce XLA inserts adds them all")
 
+SHARE_OF_THE_PRODUCT = MaxMatmulFlops(
+    lambda s: 3 * s["K"] * s["M"] // (s["nX"] * s["nY"]),   # 1.5x a device's 2*K*M/N
+    why="x @ w on the whole K on every device does the work N times over; the constrained, "
+        "sharded product is the one the result must come from")
+
 REPLICATED_SCALAR = ()
 PARAMS = Tree("params", (Arg("w", (), REPLICATED_SCALAR), Arg("b", (), REPLICATED_SCALAR)))
 BATCH = (ALL,)
@@ -173,9 +178,10 @@ ASSIGNMENT = Assignment(
                  "to be sharded on K over all devices.",
             args=(Arg("x", ("K",), ()), Arg("w", ("K", "M"), ()), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rule=AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL),
+            rule=AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL, SHARE_OF_THE_PRODUCT),
                        text="one all-reduce of M elements over every mesh axis of more than one "
-                            "device (none on a 1-device mesh), and nothing else: no all-gather of w"),
+                            "device (none on a 1-device mesh), and nothing else: no all-gather of w; "
+                            "each device multiplies only its share of K"),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
