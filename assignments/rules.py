@@ -482,10 +482,10 @@ class BalancedDirections:
                 # The permutes of one computation run together; those of different branches of a
                 # conditional never do (a lax.cond choosing the direction each pass is one-way),
                 # so each computation's permutes must balance on their own.
+                size = max((o.bytes // max(o.elements, 1) for q, _ in step for o in q.operands), default=4)
                 for computation in dict.fromkeys(permute.computation for permute, _ in step):
                     worst = self._worst_sender([(p, runs) for p, runs in step if p.computation == computation],
                                                analysis)
-                    size = max((o.bytes // max(o.elements, 1) for q, _ in step for o in q.operands), default=4)
                     if abs(worst[1] - worst[-1]) > slack * size:
                         bad.append((k, worst))
                         break
@@ -501,7 +501,6 @@ class BalancedDirections:
                     f"that both directions of every link work at once. Send half of each block each way in "
                     f"this phase too")
         return problems
-
 
     def _worst_sender(self, permutes, analysis) -> dict[int, float]:
         """Bytes each way of the device whose two directions differ most over `permutes`: each

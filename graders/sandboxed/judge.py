@@ -83,13 +83,12 @@ def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
 
 
 def judge_job(assignment, job: dict, timings: dict):
-    from assignments.contract import Case
     from assignments.evaluate import evaluate_eager_report, make_mesh
 
     from .protocol import decode_array, decode_bytes, decode_tree
 
     part = assignment.part(job["part"])
-    case = Case(tuple(job["case"]["mesh"]), job["case"]["sizes"], job["case"]["statics"])
+    case = _case_of(job)
     arrays = [decode_tree(x) for x in job["inputs"]]
     if part.eager:
         report = dict(job["report"])
@@ -99,13 +98,19 @@ def judge_job(assignment, job: dict, timings: dict):
     return judge_artifact(part, case, decode_bytes(job["artifact"]), arrays, timings)
 
 
+def _case_of(job: dict):
+    from assignments.contract import Case
+
+    return Case(tuple(job["case"]["mesh"]), job["case"]["sizes"], job["case"]["statics"])
+
+
 def graders_failed(assignment, job: dict, error: Exception):
     """The verdict on a case the judge's own code failed on (an exception outside the program it
     judges, which reports its compile and run errors itself): failed, not cached (`ran` False,
     so a regrade after the kit is fixed judges it again), with a message that blames the kit."""
-    from assignments.contract import Case, CaseResult
+    from assignments.contract import CaseResult
 
-    case = Case(tuple(job["case"]["mesh"]), job["case"]["sizes"], job["case"]["statics"])
+    case = _case_of(job)
     first = (str(error).strip().splitlines() or [""])[0][:200]
     return CaseResult.failed(case, f"the graders could not judge this case ({type(error).__name__}: {first}): "
                                    f"a fault of the grading kit, not of your code; tell your instructor, "
