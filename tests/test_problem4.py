@@ -168,14 +168,16 @@ def test_unrolled_rings_written_one_after_the_other_earn_full_marks(grade):
     assert {p.name: p.score for p in grade("unrolled_both_ways").parts} == POINTS
 
 
-@pytest.mark.parametrize("part_name", ["reducescatter_matmul_bidirectional", "allgather_matmul_bidirectional"])
-def test_padding_odd_halves_fails_exactly_on_odd_blocks(grade, part_name):
+@pytest.mark.parametrize("part_name,width", [("reducescatter_matmul_bidirectional", "D"),
+                                             ("allgather_matmul_bidirectional", "D"),
+                                             ("allreduce_matmul_bidirectional", "F")])
+def test_padding_odd_halves_fails_exactly_on_odd_blocks(grade, part_name, width):
     """Does padding both halves of an odd block to the wider one keep right values everywhere and
-    lose the byte rule exactly where D/nY is odd, saying why?"""
+    lose the byte rule exactly where the block (D/nY; F/nY for the all-reduce) is odd, saying why?"""
     part = grade("pad_odd_halves", only=[part_name]).part(part_name)
     for c in part.cases:
         assert c.values_ok, (c.case.label, c.problems)
-        assert c.rule_ok == (not odd_block(c.case)), (c.case.label, c.problems)
+        assert c.rule_ok == (not odd_block(c.case, width)), (c.case.label, c.problems)
     assert re.search(r"sends \d+ bytes per device; allowed: at most \d+ \(the one-way version's bytes: the "
                      r"halves of an odd block are one column apart", part.output)
 

@@ -51,10 +51,11 @@ ASSIGNMENT = Assignment(
             args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
             rule=bidirectional(
                 lambda s: 4 * (s["nY"] - 1), lambda s: s["F"] // s["nY"],
+                total_bytes=lambda s: 2 * (s["nY"] - 1) * _rows(s) * (s["F"] // s["nY"]) * F32,
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
                      "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
-                     "when F/nY is odd)"),
+                     "when F/nY is odd); total bytes no more than the one-way version"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
