@@ -271,20 +271,35 @@ class _Recorder:
         if self.gradebook is not None and outcome.status != "failed":  # a grader failure is no grade
             s = outcome.submission
             timestamp = nbgrader_timestamp(s)
-            self.gradebook.record(s.student, outcome.result, timestamp)
-            self.gradebook.write_feedback_notebook(s.student, s.path, s.data(), outcome.result, timestamp)
+            try:
+                self.gradebook.record(s.student, outcome.result, timestamp)
+                self.gradebook.write_feedback_notebook(s.student, s.path, s.data(), outcome.result, timestamp)
+            except Exception as e:  # one submission's files never stop the batch (its results.json is written)
+                log.error("%s: its grade is in results.json but not in nbgrader's database or feedback: %r",
+                          s.student, e)
+                self.gradebook.rollback()
         if self.on_done:
             self.on_done(outcome)
 
 
 def nbgrader_timestamp(submission: Submission) -> str | None:
+    """The submission's timestamp.txt (written by `nbgrader submit`, in a folder the student
+    owns), if nbgrader can read it as a time; None otherwise."""
     if submission.path is None:
         return None
     stamp = os.path.join(os.path.dirname(submission.path), "timestamp.txt")
     try:
-        return read_submission(stamp, submission.trusted, limit=4096).decode("utf-8", "replace").strip()[:40] or None
+        text = read_submission(stamp, submission.trusted, limit=4096).decode("utf-8", "replace").strip()[:40]
     except (NotASubmission, OSError):
         return None
+    from nbgrader.utils import parse_utc
+
+    try:
+        parse_utc(text)
+    except Exception:
+        log.warning("%s: timestamp.txt is not a time (%r): recorded without one", submission.student, text)
+        return None
+    return text or None
 
 
 def run_batch(submissions: list[Submission], assignment: str, out: str, *, workers: int = 2,

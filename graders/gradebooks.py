@@ -55,8 +55,10 @@ class NbgraderGradebook:
                                 result: SubmissionResult, timestamp: str | None) -> None:
         """autograded/<student>/<assignment>/<notebook>.ipynb, so `nbgrader generate_feedback`
         has a notebook to render: the submission (`data`, its bytes as the batch read them,
-        never the file at `path` again) with each grade cell showing the graders' message and
-        score. A notebook written by `nbgrader autograde` is left alone; a submission that was
+        never the file at `path` again) without the outputs it came with (as `nbgrader
+        autograde`'s ClearOutput: a student's HTML or script must not reach formgrader, which
+        renders outputs unsanitized in the instructor's session), each grade cell showing the
+        graders' message and score. A notebook written by `nbgrader autograde` is left alone; a submission that was
         not graded (not a regular file, say) gets no notebook."""
         if self.course is None or path is None or data is None or not path.endswith(".ipynb") or result.failure:
             return
@@ -71,11 +73,18 @@ class NbgraderGradebook:
                 nb = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
             except Exception:
                 nb = nbformat.v4.new_notebook()
+            for cell in nb.cells:
+                if cell.cell_type == "code":
+                    cell.outputs, cell.execution_count = [], None
             _fill_grade_cells(nb, notebook, result)
             nb.metadata["graders_batch"] = True
             write_atomic(target, nbformat.writes(nb))
             if timestamp:
                 write_atomic(os.path.join(os.path.dirname(target), "timestamp.txt"), timestamp)
+
+    def rollback(self) -> None:
+        """Forget a submission's writes that failed half-way (the next one starts clean)."""
+        self.gb.db.rollback()
 
     def close(self) -> None:
         self.gb.close()
@@ -100,10 +109,10 @@ def _fill_grade_cells(nb, notebook, result: SubmissionResult) -> None:
     seen: set[str] = set()
     for cell in reversed(nb.cells):
         meta = cell.metadata.get("nbgrader", {})
-        grade_id = meta.get("grade_id")
         if not meta:
             continue
-        if grade_id not in known or grade_id in seen:
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None  # the student's JSON: any type
+        if not isinstance(grade_id, str) or grade_id not in known or grade_id in seen:
             cell.metadata.pop("nbgrader")
             continue
         seen.add(grade_id)

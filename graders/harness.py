@@ -189,6 +189,11 @@ def _stored(event: dict) -> dict:
             "analysis": None if event["analysis"] is None else event["analysis"].to_json()}
 
 
+def eager_ids(jobs) -> frozenset[str]:
+    """The cases an export answers with an eager report (`protocol.read_event`'s `reports`)."""
+    return frozenset(job.id for job in jobs if job.part.eager)
+
+
 def cached_verdict(assignment: Assignment, job: _Job, export: dict) -> tuple[str | None, dict | None]:
     """The verdict cache's key for a case judged on its artifact (None for an eager part, judged
     on its report) and the verdict the cache holds for it, as a validated judge event (None if
@@ -284,7 +289,7 @@ def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, ju
     try:
         run = run_worker(EXPORT_COMMAND, _export_request(jobs, assignment, name, text, limits),
                          [j.id for j in jobs], kind="export", deadlines=deadlines, setup=setup,
-                         on_result=on_result, started=export)
+                         on_result=on_result, started=export, reports=eager_ids(jobs))
     finally:
         timings["export (all)"] = time.perf_counter() - started
         judges.finish()

@@ -234,9 +234,11 @@ class Attempt:
 
 
 def read_events(process: WorkerProcess, attempt: Attempt, run: WorkerRun, known, kind: str,
-                deadlines: Deadlines, on_event=None, busy=lambda: True) -> None:
+                deadlines: Deadlines, on_event=None, busy=lambda: True,
+                reports: frozenset[str] = frozenset()) -> None:
     """Read and validate the worker's events until it ends, or a deadline or a violation stops
-    it. `known()` gives the case ids it may speak of; `on_event(event)` sees each validated
+    it. `known()` gives the case ids it may speak of (`reports`: those answered by an eager
+    report, `protocol.read_event`); `on_event(event)` sees each validated
     event; the stall deadline counts only while `busy()` (a judge waiting for its next job is
     not stalled)."""
     selector = selectors.DefaultSelector()
@@ -267,7 +269,7 @@ def read_events(process: WorkerProcess, attempt: Attempt, run: WorkerRun, known,
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 try:
-                    event = read_event(line, set(known()) - set(run.results), kind)
+                    event = read_event(line, set(known()) - set(run.results), kind, reports)
                     attempt.apply(event, run)
                 except ProtocolError as e:
                     attempt.stop, attempt.violation = Stop.VIOLATION, str(e)
@@ -382,7 +384,7 @@ def _finish(process: WorkerProcess, attempt: Attempt, run: WorkerRun, strikes: S
 
 def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: str,
                deadlines: Deadlines, setup: WorkerSetup, on_result=None,
-               started: WorkerProcess | None = None) -> WorkerRun:
+               started: WorkerProcess | None = None, reports: frozenset[str] = frozenset()) -> WorkerRun:
     """Run a worker on one whole request until every case in `case_ids` has a result.
     `request_for(skip)` makes the request line, given the case ids already done (a new
     process after a failure skips them). `on_result(event)` sees each case result as it comes.
@@ -397,7 +399,7 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
         process.write(request_for(sorted(run.results)))
         process.close_input()
         read_events(process, attempt, run, lambda: case_ids, kind, deadlines,
-                    on_event=lambda e: on_result and e["event"] == "case" and on_result(e))
+                    on_event=lambda e: on_result and e["event"] == "case" and on_result(e), reports=reports)
         _finish(process, attempt, run, strikes, [i for i in case_ids if i not in run.results],
                 deadlines, setup.resources)
     return run

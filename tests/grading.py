@@ -109,7 +109,7 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
     for raw in events:
         if raw["event"] != "case":
             continue
-        exported = read_event(json.dumps(raw).encode(), {raw["id"]}, "export")
+        exported = read_event(json.dumps(raw).encode(), {raw["id"]}, "export", harness.eager_ids(jobs.values()))
         job = jobs[exported["id"]]
         if exported["status"] != "ok":
             results[job.id] = harness.export_failure(job, exported)

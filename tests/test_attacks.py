@@ -254,6 +254,18 @@ def test_a_forged_eager_report_gains_nothing(sandbox):
     assert leftover_processes() == []
 
 
+def test_a_case_forged_in_the_wrong_form_costs_the_submission_not_the_grader(sandbox):
+    """Does an export event that answers a jit case with an eager report (written on the
+    graders' channel by the submission) fail the submission with the protocol's reason, where
+    it once crashed the grader (a KeyError that blamed the kit and bought a regrade)?"""
+    result = grade_submission(os.path.join(ATTACKS, "forge_form.py"), "problem1", limits=FAST,
+                              only=["shard_average_jit"])
+    part = result.part("shard_average_jit")
+    assert part.score == 0 and result.failure is None, result.to_text()
+    assert "a report for a case answered by an exported artifact" in part.output, part.output
+    assert leftover_processes() == []
+
+
 @containment
 def test_a_batch_of_five_cannot_be_broken_by_one_student(sandbox, tmp_path):
     """Three copies of the solution, one submission that kills its grader and one that copies

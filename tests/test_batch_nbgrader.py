@@ -38,10 +38,36 @@ def exported(course) -> dict[str, float]:
         return {r["student_id"]: float(r["score"]) for r in csv.DictReader(f)}
 
 
+SCRIPT = "<script>/*hostile-output*/fetch('/api/contents')</script>"
+
+
+def write_hostile(course) -> None:
+    """The solution, handed in with what a hostile student controls besides the code: cells
+    whose nbgrader metadata is a string or has a list for a grade id, an HTML output holding a
+    script, and a timestamp.txt that is not a time (`nbgrader submit` writes that file in a
+    folder the student owns)."""
+    import nbformat
+
+    nb = nbformat.read(os.path.join(course, "submitted", "solution", "problem1", "problem1.ipynb"), as_version=4)
+    scratch = nbformat.v4.new_code_cell("1 + 1")
+    scratch.metadata["nbgrader"] = "x"
+    listed = nbformat.v4.new_code_cell("2 + 2")
+    listed.metadata["nbgrader"] = {"grade_id": ["roll_diff"], "grade": True, "points": 99}
+    shown = nbformat.v4.new_code_cell("print('hi')")
+    shown.outputs = [nbformat.v4.new_output("display_data", data={"text/html": SCRIPT})]
+    nb.cells += [scratch, listed, shown]
+    folder = os.path.join(course, "submitted", "hostile", "problem1")
+    os.makedirs(folder)
+    nbformat.write(nb, os.path.join(folder, "problem1.ipynb"))
+    with open(os.path.join(folder, "timestamp.txt"), "w") as f:
+        f.write("yesterday-ish, honest")
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """A course with five submissions (solution, stub, sample mistakes, deleted and
-    duplicated cells), graded by the batch command into nbgrader's database."""
+    """A course with six submissions (solution, stub, sample mistakes, deleted and
+    duplicated cells, and the hostile one above), graded by the batch command into
+    nbgrader's database."""
     course = str(tmp_path_factory.mktemp("course"))
     prepare_course("problem1", course)
     write_submissions(course, "problem1")
@@ -49,6 +75,7 @@ def course(tmp_path_factory):
         folder = os.path.join(course, "submitted", student, "problem1")
         os.makedirs(folder)
         shutil.copy(os.path.join(FAULTS, name), os.path.join(folder, "problem1.ipynb"))
+    write_hostile(course)
     batch(course)
     return course
 
@@ -60,6 +87,7 @@ def test_export_has_the_batch_scores(course):
     assert exported(course) == pytest.approx(batch_scores)
     assert batch_scores["solution"] == sum(p.points for p in get_assignment("problem1").parts) and batch_scores["stub"] == 0
     assert batch_scores["deleted"] == 8 and batch_scores["duplicated"] == 8
+    assert batch_scores["hostile"] == batch_scores["solution"], "metadata and a timestamp the student wrote stop nothing"
     book = read_gradebook(course, "problem1")
     assert book["solution"]["written_communication"][2], "the written answer waits for a human"
 
@@ -74,6 +102,10 @@ def test_feedback_shows_the_graders_messages(course):
     with open(pages["deleted"]) as f:
         text = f.read()
     assert "function block_average_jit was not defined" in text and "HIDDEN TESTS" not in text
+    # The outputs a student handed in never reach formgrader's pages (rendered unsanitized in
+    # the instructor's session): the autograded notebook has only the graders' outputs.
+    with open(os.path.join(course, "autograded", "hostile", "problem1", "problem1.ipynb")) as f:
+        assert "hostile-output" not in f.read()
 
 
 def test_manual_grades_survive_a_regrade(course):
@@ -100,7 +132,7 @@ def test_manual_grades_survive_a_regrade(course):
     nb.cells.append(nbformat.v4.new_markdown_cell("I tried my best."))
     nbformat.write(nb, path)
     output = " ".join(batch(course).split())
-    assert "1 graded" in output and "4 kept" in output
+    assert "1 graded" in output and "5 kept" in output
     with Gradebook(url) as gb:
         written = gb.find_grade("written_communication", "problem1", "problem1", "solution")
         override = gb.find_grade("roll_diff", "problem1", "problem1", "mistakes")

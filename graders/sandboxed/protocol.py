@@ -200,10 +200,12 @@ def _eager_report(value: Any) -> dict:
     return report
 
 
-def read_event(line: bytes, known: set[str], kind: str) -> dict:
+def read_event(line: bytes, known: set[str], kind: str, reports: frozenset[str] = frozenset()) -> dict:
     """Validate one line of a worker's output; returns a clean event or raises ProtocolError.
 
-    `kind` is "export" or "judge"; `known` the case ids of this run."""
+    `kind` is "export" or "judge"; `known` the case ids of this run; `reports` those of them
+    (parts called eagerly) that an export answers with a report, where every other case
+    answers with an artifact."""
     try:
         event = json.loads(line)
     except (ValueError, UnicodeDecodeError):
@@ -227,7 +229,7 @@ def read_event(line: bytes, known: set[str], kind: str) -> dict:
         return {"event": "finished",
                 "timings": {_text(k, "timings")[:80]: _seconds(v, "timings") for k, v in timings.items()}}
     if name == "case" and kind == "export":
-        return _export_case(event, known)
+        return _export_case(event, known, reports)
     if name == "case" and kind == "judge":
         return _judge_case(event, known)
     raise ProtocolError(f"an unknown event {str(name)[:40]!r}")
@@ -240,7 +242,7 @@ def _case_id(event: dict, known: set[str]) -> str:
     return case_id
 
 
-def _export_case(event: dict, known: set[str]) -> dict:
+def _export_case(event: dict, known: set[str], reports: frozenset[str]) -> dict:
     clean = {"event": "case", "id": _case_id(event, known)}
     status = event.get("status")
     if status not in ("ok", "error"):
@@ -248,10 +250,14 @@ def _export_case(event: dict, known: set[str]) -> dict:
     clean["status"] = status
     clean["message"] = _text(event.get("message"), "message", optional=True)
     clean["timed_out"] = _flag(event.get("timed_out", False), "timed_out")
-    if status == "ok":
-        if "report" in event:
-            clean["report"] = _eager_report(event["report"])
+    if status == "ok":  # each case answers in its part's one form (the judge reads only that)
+        if clean["id"] in reports:
+            if "artifact" in event:
+                raise ProtocolError("an artifact for a case called eagerly (it is answered by a report)")
+            clean["report"] = _eager_report(event.get("report"))
         else:
+            if "report" in event:
+                raise ProtocolError("a report for a case answered by an exported artifact")
             clean["artifact"] = decode_bytes(event.get("artifact"))
     return clean
 

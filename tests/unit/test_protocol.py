@@ -34,7 +34,7 @@ def line(**event) -> bytes:
     (line(event="finished", timings={"x": "slow"}), "number of seconds"),
     (line(event="case", id="f__0", status="great"), "status"),
     (line(event="case", id="f__0", status="ok", artifact="***"), "base64"),
-    (line(event="case", id="f__0", status="ok", report={"type": "Array", "shape": "8x8"}), "shape"),
+    (line(event="case", id="f__1", status="ok", report={"type": "Array", "shape": "8x8"}), "shape"),
     (line(event="case", id="f__0", values_ok=1, rule_ok=True, problems=[]), "status"),
     (line(event="case", id="f__0", values_ok=True, rule_ok=True, problems=[]), "status"),
     (line(event="shutdown"), "unknown event"),
@@ -42,7 +42,23 @@ def line(**event) -> bytes:
 def test_malformed_export_events_are_refused(event, why):
     """Is every malformed or out-of-range export event refused with a reason?"""
     with pytest.raises(ProtocolError, match=why):
-        read_event(event, KNOWN, "export")
+        read_event(event, KNOWN, "export", frozenset({"f__1"}))  # f__1 answers with an eager report
+
+
+def test_each_case_is_answered_in_its_parts_form():
+    """Is a case answered in the other form (a report for a case exported as an artifact, or an
+    artifact for one called eagerly) refused, so that the harness never looks for what is not
+    there? (A submission that forged one crashed the grader, which blamed the kit.)"""
+    artifact, report = base64.b64encode(b"x").decode(), {"type": "tuple"}
+    with pytest.raises(ProtocolError, match="a report for a case answered by an exported artifact"):
+        read_event(line(event="case", id="f__0", status="ok", report={"type": "x"}), KNOWN, "export")
+    with pytest.raises(ProtocolError, match="an artifact for a case called eagerly"):
+        read_event(line(event="case", id="f__1", status="ok", artifact=artifact), KNOWN, "export", frozenset({"f__1"}))
+    with pytest.raises(ProtocolError, match="report must be an object"):
+        read_event(line(event="case", id="f__1", status="ok"), KNOWN, "export", frozenset({"f__1"}))
+    assert read_event(line(event="case", id="f__0", status="ok", artifact=artifact), KNOWN, "export")["artifact"] == b"x"
+    assert "report" in read_event(line(event="case", id="f__1", status="ok", report=report), KNOWN, "export",
+                                  frozenset({"f__1"}))
 
 
 def test_judge_events_are_checked_field_by_field():
