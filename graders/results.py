@@ -201,10 +201,15 @@ class SubmissionResult:
             if visibility is not None:
                 test["visibility"] = visibility.get(p.name, "visible")
             tests.append(test)
+        # The top-level output is shown to students whatever a test's visibility: a total
+        # would tell them the score of the functions the instructor hides.
+        hiding = any(t.get("visibility", "visible") != "visible" for t in tests)
+        total = ("the scores of some functions are shown later" if hiding
+                 else f"{self.score:g}/{self.max_score:g} points")
         return {"score": self.score, "execution_time": round(self.execution_time, 2),
                 "stdout_visibility": "hidden",  # grading logs are for the instructor
-                "output": f"{self.assignment}: {self.score:g}/{self.max_score:g} points from the hidden "
-                          f"graders (written answers are graded by hand).{extra}",
+                "output": f"{self.assignment}: {total} from the hidden graders (written answers are "
+                          f"graded by hand).{extra}",
                 "tests": tests}
 
     def to_json(self) -> dict:

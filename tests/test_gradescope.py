@@ -159,6 +159,7 @@ def test_run_autograder_grades_the_solution(image):
     assert results["score"] == 10
     assert {t["name"]: t["visibility"] for t in results["tests"]}["roll_diff"] == "after_published"
     assert "graded problem1.ipynb; 1 other file(s) ignored" in results["output"]
+    assert "10/" not in results["output"], "the total would show the score roll_diff's visibility hides"
 
 
 def test_run_autograder_gives_the_graders_score(image):

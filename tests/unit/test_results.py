@@ -59,6 +59,10 @@ def test_the_whole_result_round_trips_through_results_json(tmp_path):
     data = json.loads(path.read_text())
     assert data["score"] == result.score and data["tests"][0]["visibility"] == "after_published"
     assert data["tests"][0]["output"] == result.parts[0].output
+    # Students read the top-level output whatever the tests' visibility: no total that would
+    # give away the hidden function's score (it says so when nothing is hidden).
+    assert f"{result.score:g}/" not in data["output"] and "shown later" in data["output"]
+    assert f"{result.score:g}/{result.max_score:g} points" in result.to_gradescope({})["output"]
     back = read_results(str(path))
     assert back == result
     assert back.parts[0].cases[0].analysis.collectives[0].pairs == PERMUTE.pairs
