@@ -131,6 +131,9 @@ class Part:
     program names it (``'all_reduce'`` for psum, ``'all_gather'``): jax.jit's own collectives
     appear only when XLA partitions the program, so an identity shard_map with jax.jit doing
     the work around it lowers without one."""
+    work_in_shard_map: bool = False
+    """For a shard_map part: its sums, matmuls and convolutions run inside the shard_map, not
+    in jax.jit around an identity shard_map (or one whose psum the compiler drops)."""
     writes_over: str | None = None
     """The mesh axis that collective must run over (one of them at least): an all-gather of
     the tokens over X, not of something else over Y while in_specs that replicate the experts
@@ -242,6 +245,50 @@ def program_ops(stablehlo_text: str) -> frozenset[str]:
     with mlir.make_ir_context():
         ir.Module.parse(stablehlo_text).operation.walk(visit)
     return frozenset(names)
+
+
+WORK_OPS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.dot_general", "stablehlo.dot",
+                      "stablehlo.convolution"})
+"""The operations that do a part's work: sums and means, matmuls, convolutions."""
+
+
+@functools.lru_cache(maxsize=16)
+def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
+    """The `WORK_OPS` a lowered program runs outside every shard_map (Shardy's manual
+    computations), calls followed: the work jax.jit does around the shard_map. Empty for a
+    program without a Shardy manual computation (a GSPMD lowering is not read here)."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    outside: set[str] = set()
+    with mlir.make_ir_context():
+        module = ir.Module.parse(stablehlo_text)
+        functions = {ir.StringAttr(op.attributes["sym_name"]).value: op  # generic operations (an
+                     for op in (o.operation for o in module.body.operations)  # OpView's name is its symbol's)
+                     if op.name == "func.func"}
+        visited: set[tuple[str, bool]] = set()
+
+        def visit(op, inside: bool) -> None:
+            inside = inside or op.name == "sdy.manual_computation"
+            if not inside and op.name in WORK_OPS:
+                outside.add(op.name)
+            if op.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                if callee in functions and (callee, inside) not in visited:
+                    visited.add((callee, inside))
+                    visit(functions[callee], inside)
+            for region in op.regions:
+                for block in region.blocks:
+                    for child in block.operations:
+                        visit(child.operation, inside)
+
+        if "sdy.manual_computation" not in program_ops(stablehlo_text):
+            return frozenset()
+        for function in functions.values():
+            if "sym_visibility" not in function.attributes or \
+                    ir.StringAttr(function.attributes["sym_visibility"]).value == "public":
+                visit(function, False)
+    return frozenset(outside)
 
 
 def uses_shard_map(stablehlo_text: str) -> bool:

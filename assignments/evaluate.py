@@ -15,7 +15,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows,
+from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows, work_outside_shard_map,
                        uses_shard_map)
 from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
@@ -293,6 +293,13 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     judged = style_shows(case.mesh)
     if part.style == "shard_map" and judged and not has_shard_map:
         return [f"{part.name} must be written with jax.shard_map, but the program has none."]
+    outside = work_outside_shard_map(stablehlo_text) if part.work_in_shard_map and judged else ()
+    if outside:
+        names = ", ".join(sorted(o.removeprefix("stablehlo.") for o in outside))
+        return [f"{part.name} must do its work inside its shard_map, but jax.jit computes around it ({names} "
+                f"outside the shard_map): a shard_map that passes its input through, or whose result is "
+                f"thrown away, leaves the work to jax.jit. Sum (and multiply) each device's own block "
+                f"inside the shard_map."]
     if not (part.writes and judged):
         return []
     written = WRITTEN.get(part.writes, part.writes)

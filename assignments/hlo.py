@@ -23,12 +23,23 @@ COLLECTIVE_KINDS = (
     "ragged-all-to-all", "collective-permute", "collective-broadcast",
 )
 
-_DTYPE_BYTES = {
-    "pred": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1,
-    "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
-    "f32": 4, "s32": 4, "u32": 4,
-    "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16,
+_DTYPE_BITS = {
+    "pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "f4e2m1fn": 4,
+    "s8": 8, "u8": 8, "f8e5m2": 8, "f8e4m3": 8, "f8e4m3fn": 8, "f8e4m3b11fnuz": 8, "f8e3m4": 8,
+    "f8e5m2fnuz": 8, "f8e4m3fnuz": 8, "f8e8m0fnu": 8,
+    "bf16": 16, "f16": 16, "s16": 16, "u16": 16,
+    "f32": 32, "s32": 32, "u32": 32,
+    "f64": 64, "s64": 64, "u64": 64, "c64": 64, "c128": 128,
 }
+"""Bits per element of XLA's array types. A sub-byte type packs its elements: 16 u2 digits
+carry one float32's bits, and count as its 4 bytes."""
+_PRIMITIVE = re.compile(r"^(?:[subfc]\d+|f\d+e\d+m\d+[a-z0-9]*)$")
+"""What an array type looks like: one missing from `_DTYPE_BITS` (a type newer than this
+table) counts as 32 bits an element, never as nothing."""
+
+
+def _bits(dtype: str) -> int:
+    return _DTYPE_BITS.get(dtype, 32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +57,7 @@ class ArrayShape:
 
     @property
     def bytes(self) -> int:
-        return self.elements * _DTYPE_BYTES.get(self.dtype, 4)
+        return -(-self.elements * _bits(self.dtype) // 8)
 
     @property
     def size(self) -> int:
@@ -60,7 +71,7 @@ class ArrayShape:
         elements of 8 bytes: as large as 12,288 float32 values)"."""
         if self.size == self.elements:
             return f"({self.elements:,} elements)"
-        return (f"({self.elements:,} elements of {_DTYPE_BYTES.get(self.dtype, 4)} bytes: as large as "
+        return (f"({self.elements:,} elements of {_bits(self.dtype) // 8} bytes: as large as "
                 f"{self.size:,} float32 values)")
 
     def __str__(self) -> str:
@@ -233,6 +244,11 @@ class ProgramAnalysis:
     dot instructions (2 x output elements x contracted size, loop trip counts multiplied in);
     the type is the dtype with the precision the dot asks for (`matmul_type`: ``f32``,
     ``f32/highest``, ...)."""
+    vector_flops: float | None = None
+    """Multiplies and reduced elements per device outside dots (elements of every `multiply`'s
+    result and of every `reduce`'s input, loop trip counts multiplied in): a product written
+    without a dot (a multiply and a sum, or a loop of multiply-adds) shows here, and so does a
+    small dot that XLA rewrites that way."""
     mesh_shape: tuple[int, ...] = ()
     """The mesh's shape (empty when not known)."""
     axis_names: tuple[str, ...] = ()
@@ -269,6 +285,7 @@ class ProgramAnalysis:
             argument_bytes=data.get("argument_bytes"), output_bytes=data.get("output_bytes"),
             dot_flops=(None if data.get("dot_flops") is None
                        else tuple((str(d), float(f)) for d, f in data["dot_flops"])),
+            vector_flops=None if data.get("vector_flops") is None else float(data["vector_flops"]),
             mesh_shape=tuple(data.get("mesh_shape", ())), axis_names=tuple(data.get("axis_names", ())),
             stages=tuple(Stage.from_json(st) for st in data.get("stages", ())),
         )
@@ -305,7 +322,7 @@ class _Instruction:
     attrs: str
 
 
-_SHAPE = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+(?:fn|fnuz)?)?)\[([^\]]*)\]")
+_SHAPE = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+[a-z0-9]*)?)\[([^\]]*)\]")
 _HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
 _CALLS = re.compile(
     r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%?([\w.\-]+)"
@@ -317,8 +334,8 @@ _TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
 def _shapes(text: str) -> tuple[ArrayShape, ...]:
     out = []
     for dtype, dims in _SHAPE.findall(text):
-        if dtype not in _DTYPE_BYTES:
-            continue
+        if dtype not in _DTYPE_BITS and not _PRIMITIVE.match(dtype):
+            continue  # not an array type: e.g. mesh['X'=2] in a replica group's text
         sizes = tuple(int(d.lstrip("<=")) for d in dims.split(",") if d.strip())
         out.append(ArrayShape(dtype, sizes))
     return tuple(out)
@@ -559,21 +576,35 @@ def _feeds_only_a_share(inst: _Instruction, insts, computations, group_size: int
 _CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,\s]*)\}")
 
 
-def dot_flops_from_text(text: str) -> tuple[tuple[str, float], ...]:
-    """Matmul FLOPs per device by operand dtype: 2 x output elements x contracted size for
-    every dot (inside fusions too), times how often its computation runs (a loop whose trip
-    count is unknown counts once)."""
+def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float]:
+    """(Matmul FLOPs per device by operand dtype, vector FLOPs per device). Matmul: 2 x output
+    elements x contracted size for every dot. Vector (`ProgramAnalysis.vector_flops`): the
+    elements of every multiply's result and of every reduce's input. Inside fusions too, times
+    how often each computation runs (a loop whose trip count is unknown counts once)."""
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     flops: dict[str, float] = defaultdict(float)
+    vector = 0.0
     for comp, insts in computations.items():
         by_name = {i.name: i for i in insts}
+        runs = mult.get(comp)
+        runs = 1 if runs is None else runs
         for inst in insts:
             dot = dot_flops(inst, by_name)
             if dot is not None:
-                runs = mult.get(comp)
-                flops[dot[0]] += dot[1] * (1 if runs is None else runs)
-    return tuple(sorted(flops.items()))
+                flops[dot[0]] += dot[1] * runs
+            elif inst.opcode == "multiply" and inst.shapes:
+                vector += inst.shapes[0].elements * runs
+            elif inst.opcode == "reduce":
+                vector += sum(s.elements for s in _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)]) * runs
+    return tuple(sorted(flops.items())), vector
+
+
+def _operand_shapes(inst: _Instruction, by_name: dict) -> list[ArrayShape]:
+    """The shapes of `inst`'s operands, written inline or found by name."""
+    if inst.inline_shapes:
+        return list(inst.inline_shapes)
+    return [by_name[o].shapes[0] for o in inst.operands if o in by_name and by_name[o].shapes]
 
 
 _OPERAND_PRECISION = re.compile(r"operand_precision=\{([^}]*)\}")
@@ -659,6 +690,7 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
     from .steps import stages_from_text  # reads the HLO with this module's parser
 
     collectives = tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names)))
+    dot_work, vector_work = work_from_text(text)
     return ProgramAnalysis(
         collectives=collectives,
         largest_values=tuple(values_from_text(text)),
@@ -668,7 +700,8 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
         bytes_accessed=bytes_accessed,
         argument_bytes=argument_bytes,
         output_bytes=output_bytes,
-        dot_flops=dot_flops_from_text(text),
+        dot_flops=dot_work,
+        vector_flops=vector_work,
         mesh_shape=tuple(int(n) for n in mesh_shape),
         axis_names=tuple(axis_names),
         stages=stages_from_text(text, collectives),

@@ -567,9 +567,10 @@ class ReducesOverAll:
 
 @dataclasses.dataclass(frozen=True)
 class MaxMatmulFlops:
-    """The program's matmuls do at most `flops` per device (`ProgramAnalysis.dot_flops`, loop
-    trip counts included): the work is split, not also done whole on every device beside a
-    split copy that the result folds in times zero."""
+    """The program's matmuls do at most `flops` per device (`ProgramAnalysis.dot_flops`, plus
+    `vector_flops`, the same product written as a multiply and a sum; loop trip counts
+    included): the work is split, not also done whole on every device beside a split copy
+    that the result folds in times zero."""
 
     flops: Size
     why: str = ""
@@ -580,10 +581,12 @@ class MaxMatmulFlops:
     def violations(self, analysis, case, inputs=()) -> list[str]:
         if analysis.dot_flops is None:
             return []
-        done, limit = sum(f for _, f in analysis.dot_flops), _size(self.flops, case)
+        done = sum(f for _, f in analysis.dot_flops) + (analysis.vector_flops or 0.0)
+        limit = _size(self.flops, case)
         if done <= limit:
             return []
-        return [f"the program's matmuls do {done:,.0f} FLOPs per device; allowed: at most {limit:,} "
+        return [f"the program's matmuls (dots, and multiplies and sums) do {done:,.0f} FLOPs per device; "
+                f"allowed: at most {limit:,} "
                 f"(each device multiplies only its share){'. ' + self.why if self.why else ''}"]
 
 

@@ -7,7 +7,9 @@ run once per iteration; the straight-line code before, between and after such lo
 stages of its own (a loop that only computes counts there as one matmul of all its
 iterations). A loop that communicates inside another one is a stage of its own too, run as
 often as both loops together run. A stage lists its collectives and matmuls (`Event`) and,
-for each, which earlier ones it needs (data flow inside one run of the stage).
+for each, which earlier ones it needs (data flow inside one run of the stage; the branches of
+a conditional that communicates are read as if written in its place, so that their permutes
+form the steps they would form outside it).
 
 Timing (`timeline`): a stage's collectives are grouped into steps (a collective joins the
 step before it when it needs nothing computed since that step began, as the two directions
@@ -122,18 +124,41 @@ class _Reader:
         """Straight-line code as one stage (none if it neither communicates nor multiplies)."""
         events: list[Event] = []
         needs: list[set[int]] = []          # every earlier event each event needs, transitively
-        reach: dict[str, set[int]] = {}     # instruction -> the events its value depends on
-        for inst in block:
-            deps = set().union(*(reach.get(o, set()) for o in inst.operands))
-            after = tuple(sorted(d for d in deps if not any(d in needs[e] for e in deps)))
-            new = [Event(collective=i, after=after) for i in self.collectives(inst)]
-            new += [Event(flops=f, dtype=dtype, after=after) for dtype, f in self.flops(inst, by_name).items() if f > 0]
-            first = len(events)
-            for event in new:
-                events.append(event)
-                needs.append(deps)
-            reach[inst.name] = deps | set(range(first, len(events)))
+        self._walk(block, by_name, set(), events, needs)
         return [Stage(tuple(events), runs, loop)] if events else []
+
+    def _walk(self, insts: list[_Instruction], by_name: dict, given: set[int], events: list[Event],
+              needs: list[set[int]], inside: tuple[str, ...] = ()) -> None:
+        """Add the events of straight-line `insts` to `events` (and to `needs` what each needs),
+        their parameters depending on the events `given`.
+
+        A call or a conditional that communicates is walked into: its computations' events
+        take its place, each computation's parameters standing for all its operands, so that
+        the permutes inside a branch form the steps they would form outside it (stamping one
+        `after` on them all would make one step of a whole ring). A loop inside one counts
+        as one instruction: its collectives and matmuls all need what it needs. (`inside`: the
+        computations being walked, so that a cycle (malformed text) is not walked into.)"""
+        reach: dict[str, set[int]] = {}     # instruction -> the events its value depends on
+        for inst in insts:
+            if len(events) > MAX_EVENTS:    # the stages are dropped anyway: stop early
+                return
+            deps = set(given) if inst.opcode == "parameter" else \
+                set().union(*(reach.get(o, set()) for o in inst.operands))
+            first = len(events)
+            callees = [c for c, _ in self.callees(inst) if c not in inside]
+            if inst.opcode != "while" and any(self.carried(c) for c in callees):
+                for callee in callees:      # (the branches' events one after the other)
+                    body = self.computations[callee]
+                    self._walk(body, {i.name: i for i in body}, deps, events, needs, inside + (callee,))
+            else:
+                after = tuple(sorted(d for d in deps if not any(d in needs[e] for e in deps)))
+                new = [Event(collective=i, after=after) for i in self.collectives(inst)]
+                new += [Event(flops=f, dtype=dtype, after=after)
+                        for dtype, f in self.flops(inst, by_name).items() if f > 0]
+                for event in new:
+                    events.append(event)
+                    needs.append(deps)
+            reach[inst.name] = deps | set(range(first, len(events)))
 
 
 def stages_from_text(text: str, collectives: tuple[Collective, ...]) -> tuple[Stage, ...]:

@@ -191,6 +191,16 @@ def test_jit_only_part_written_with_shard_map(grade):
     assert all(c.values_ok and not c.rule_ok for c in result.part("shard_average_jit").cases)
 
 
+def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_work(grade):
+    """shard_average_shard_map whose shard_map passes its input through while jax.jit averages
+    around it (2/2 when only the presence of a shard_map was checked): the values half only,
+    saying the work runs outside the shard_map."""
+    result = grade("identity_shard_map")
+    assert_only_broken(result, "shard_average_shard_map", 0.5,
+                       r"shard_average_shard_map must do its work inside its shard_map, but jax.jit computes "
+                       r"around it \(reduce outside the shard_map\)")
+
+
 def test_a_shard_map_manual_over_x_only_is_a_shard_map_on_every_mesh(grade):
     """shard_average_shard_map manual over X only (Y left to the partitioner): on the 1x8 and 1x3
     meshes JAX inlines it and the program shows no shard_map. Full marks, the style judged only
@@ -414,7 +424,7 @@ def test_cli_writes_gradescope_results(tmp_path):
 TESTED = {
     "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
-    "shard_map_over_x_only",
+    "shard_map_over_x_only", "identity_shard_map",
     "missing_function", "wrong_signature", "loop_while_tracing", "loop_top_level",
     "crash_one_case", "hang_blocks_alarm", "memory_hog", "huge_output", "tampering",
     "forge_events", "reads_solutions", "compiled_infinite_loop",

@@ -156,6 +156,53 @@ def test_a_conditional_counts_the_branch_that_ran(mesh_2x4):
     assert [c.count for c in counted.of_kind("all-reduce")] == [1]
 
 
+LEFT, RIGHT = "{{0,3},{1,0},{2,1},{3,2}}", "{{0,1},{1,2},{2,3},{3,0}}"
+RINGS_IN_A_BRANCH = f"""
+HloModule m
+
+%rings (p: (f32[4,2], f32[4,2])) -> (f32[4,2], f32[4,2]) {{
+  %p = (f32[4,2]{{1,0}}, f32[4,2]{{1,0}}) parameter(0)
+  %lo = f32[4,2]{{1,0}} get-tuple-element(%p), index=0
+  %hi = f32[4,2]{{1,0}} get-tuple-element(%p), index=1
+  %a = f32[4,2]{{1,0}} collective-permute(%lo), channel_id=1, source_target_pairs={LEFT}
+  %b = f32[4,2]{{1,0}} collective-permute(%hi), channel_id=2, source_target_pairs={LEFT}
+  %c = f32[4,2]{{1,0}} collective-permute(%a), channel_id=3, source_target_pairs={RIGHT}
+  %d = f32[4,2]{{1,0}} collective-permute(%b), channel_id=4, source_target_pairs={RIGHT}
+  ROOT %t = (f32[4,2]{{1,0}}, f32[4,2]{{1,0}}) tuple(%c, %d)
+}}
+
+%other (p: (f32[4,2], f32[4,2])) -> (f32[4,2], f32[4,2]) {{
+  %p = (f32[4,2]{{1,0}}, f32[4,2]{{1,0}}) parameter(0)
+  %lo = f32[4,2]{{1,0}} get-tuple-element(%p), index=0
+  %hi = f32[4,2]{{1,0}} get-tuple-element(%p), index=1
+  %e = f32[4,2]{{1,0}} collective-permute(%lo), channel_id=5, source_target_pairs={RIGHT}
+  ROOT %t = (f32[4,2]{{1,0}}, f32[4,2]{{1,0}}) tuple(%e, %hi)
+}}
+
+ENTRY %main (i: s32[], x: f32[4,2], y: f32[4,2]) -> (f32[4,2], f32[4,2]) {{
+  %i = s32[] parameter(0)
+  %x = f32[4,2]{{1,0}} parameter(1)
+  %y = f32[4,2]{{1,0}} parameter(2)
+  %t = (f32[4,2]{{1,0}}, f32[4,2]{{1,0}}) tuple(%x, %y)
+  ROOT %r = (f32[4,2]{{1,0}}, f32[4,2]{{1,0}}) conditional(%i, %t, %t), branch_computations={{%rings, %other}}
+}}
+"""
+
+
+def test_the_steps_inside_a_branch_are_its_own():
+    """A branch of a conditional holding two one-way ring steps (both halves -1, then both +1)
+    was read as one step, its collectives all needing what the conditional needs: balanced.
+    Are they two steps, as outside a branch, the other branch's first permute in the first?"""
+    from assignments.rules import ring_steps
+
+    analysis = analyze_text(RINGS_IN_A_BRANCH, (1, 4), AXES)
+    [(where, steps)] = ring_steps(analysis, "Y")
+    assert where == "straight-line code"
+    assert [sorted(p.name for p, _ in step) for step in steps] == [["a", "b", "e"], ["c", "d"]]
+    assert [p.directions for p, _ in steps[1]] == [(1,), (1,)]
+    assert {p.name: p.computation for p, _ in steps[0]} == {"a": "rings", "b": "rings", "e": "other"}
+
+
 def test_groups_of_replica_ids_are_read_as_every_device():
     """An all-reduce with a channel but without use_global_device_ids=true names replica ids
     (XLA's cross-replica-and-partition mode): with one replica, {{0}} is every device. JAX
@@ -251,3 +298,15 @@ def test_names_the_author_writes_are_not_read_as_attributes():
     [c] = analysis.collectives
     assert (c.kind, c.axes, c.group_size) == ("all-reduce", ("Y",), 4)
     assert "big" in {v.name for v in analysis.largest_values}
+
+
+@pytest.mark.parametrize("dtype, bytes_each", [("u2", 1 / 4), ("s4", 1 / 2), ("f8e8m0fnu", 1), ("f8e4m3b11fnuz", 1),
+                                               ("f4e2m1fn", 1 / 2), ("f9e9m9q", 4)])
+def test_every_array_type_counts_by_its_bits(dtype, bytes_each):
+    """A collective of a type missing from the reader's table was read with no operand, so
+    it moved 0 bytes: problem3's whole partial product went round the ring as 16 u2 digits per
+    float and got 3/3. Is every XLA type counted by its bits (sub-byte types packed), and a
+    type newer than the table as 4 bytes an element, never as nothing?"""
+    text = ASYNC_AND_TUPLE.replace("f32[8,4]", f"{dtype}[8,64]")
+    permute = next(c for c in analyze_text(text, MESH_SHAPE, AXES).collectives if c.kind == "collective-permute")
+    assert permute.operands[0].dtype == dtype and permute.bytes == 8 * 64 * bytes_each

@@ -275,6 +275,26 @@ def test_a_cond_that_chooses_the_direction_of_each_pass_is_one_way(grade):
     assert {p.name: p.score for p in right.parts} == POINTS, right.to_text()
 
 
+def test_rings_wrapped_whole_in_a_cond_are_read_step_by_step(grade):
+    """One-way rings written unrolled inside a lax.cond that always runs them (all the
+    reduce-scatter -1 and all the all-gather +1; one ring -1 and only then the other +1):
+    balanced in all, and every permute inside the one branch. The steps inside the branch are
+    the steps they would be outside it, so each part keeps its values and loses the rule on
+    every ring of 3 or more, naming the first step, its bytes one way only, and the rest."""
+    result = grade("rings_inside_one_cond")
+    for part in result.parts:
+        for c in part.cases:
+            assert c.values_ok, (part.name, c.case.label, c.problems)
+            assert c.rule_ok == (c.case.mesh[1] < 3), (part.name, c.case.label, c.problems)
+            if c.case.mesh[1] < 3:
+                continue
+            steps = 2 * (c.case.mesh[1] - 1)  # a ring -1, then one +1: every step one-way
+            assert any(re.fullmatch(rf"ring phase 1 of 1 \(straight-line code\), step 1 of its {steps} \(and "
+                                    rf"{steps - 1} more of its steps\): [1-9][\d,]* bytes per device go -1 and 0 "
+                                    rf"go \+1; allowed: the same bytes each way at every step .*", p)
+                       for p in c.problems), (part.name, c.case.label, c.problems)
+
+
 def test_visible_checks_run_an_odd_block():
     """Does the visible check pass the solution on its odd-block mesh and the second mesh, and
     fail the padding design there, as the graders do?"""
@@ -311,4 +331,4 @@ def test_every_corpus_file_is_tested():
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
         "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split", "gather_phase_one_way",
         "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only", "ring_jumps",
-        "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds"}
+        "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds", "rings_inside_one_cond"}

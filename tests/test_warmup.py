@@ -170,7 +170,8 @@ def test_weights_gathered_by_all_to_all_beside_the_one_psum_are_refused():
 def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
     """A shard_map that returns its block unchanged, with jax.jit doing the sum around it, lowers
     with no psum (jax.jit's all-reduce appears only when XLA partitions the program): is it told
-    to write the psum inside its shard_map, while the psum written there passes?"""
+    to do the work inside its shard_map (the sum jax.jit does around it named), and a shard_map
+    that sums with no psum to write one, while the psum written there passes?"""
     import jax
     from jax.sharding import PartitionSpec as P
 
@@ -182,6 +183,11 @@ def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
     identity = jax.shard_map(lambda b: b, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=P(("X", "Y")))
     decoy = jax.jit(lambda v: identity(v).sum()).lower(x).as_text()
     [message] = _style_problems(part, case, decoy)
+    assert message.startswith("layer_shard_map must do its work inside its shard_map, but jax.jit computes "
+                              "around it (reduce outside the shard_map)")
+    local = jax.shard_map(lambda b: b.sum(keepdims=True), mesh=mesh_2x4, in_specs=P(("X", "Y")),
+                          out_specs=P(("X", "Y")))
+    [message] = _style_problems(part, case, jax.jit(local).lower(x).as_text())
     assert message.startswith("layer_shard_map must communicate with jax.lax.psum inside its shard_map")
     psum = jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("X", "Y")), mesh=mesh_2x4, in_specs=P(("X", "Y")),
                          out_specs=P())
@@ -347,11 +353,27 @@ def test_a_replicated_result_is_checked_on_every_copy():
         result.problems
 
 
+@pytest.mark.parametrize("function, points, outside", [("total_sum", 1, "reduce"),
+                                                      ("layer_shard_map", 2, "dot_general"),
+                                                      ("normalized_convolution", 2, "dot_general, reduce")])
+def test_a_psum_the_compiler_drops_leaves_the_work_to_jit(grade, function, points, outside):
+    """A shard_map that writes its psum but throws it away (jnp.where(False, ...), folded by
+    XLA), with jax.jit doing the work around it and the partitioner's all-reduce meeting the
+    rule: the values half only, the style naming what jax.jit computes outside."""
+    part = broken(grade, "psum_thrown_away", function, points / 2,
+                  rf"{function} must do its work inside its shard_map, but jax.jit computes around it "
+                  rf"\({outside} outside the shard_map\)")
+    judged = [c for c in part.cases if min(c.case.mesh) > 1]
+    assert judged and all(c.values_ok and not c.rule_ok for c in judged), part.output
+
+
 def test_the_whole_product_beside_a_constrained_decoy_is_no_split(grade):
     """layer_constrained computing x @ w whole on every device, with the constrained product and
     its one all-reduce over every axis folded in times zero: values right, the communication
     the rule asks for, and the rule lost on every mesh for the matmul work each device does."""
-    part = broken(grade, "layer_whole_product_beside_a_decoy", "layer_constrained", 1.0,
-                  r"the program's matmuls do [\d,]+ FLOPs per device; allowed: at most [\d,]+ \(each device "
-                  r"multiplies only its share\)")
-    assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output
+    for name in ("layer_whole_product_beside_a_decoy", "layer_whole_product_as_multiply_and_sum"):
+        # the second writes the product as a multiply and a sum: no dot instruction to count
+        part = broken(grade, name, "layer_constrained", 1.0,
+                      r"the program's matmuls \(dots, and multiplies and sums\) do [\d,]+ FLOPs per device; "
+                      r"allowed: at most [\d,]+ \(each device multiplies only its share\)")
+        assert all(c.values_ok and not c.rule_ok for c in part.cases), (name, part.output)

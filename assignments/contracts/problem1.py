@@ -46,7 +46,7 @@ def roll_within_shards(A, *, mesh, shift):
 def _averaging_part(name, task, result, reference, style):
     return Part(
         name=name, points=2, task=task, args=(A,), result=result, rule=AVERAGE_NO_COMM,
-        reference=reference, visible_case=VISIBLE, style=style,
+        reference=reference, visible_case=VISIBLE, style=style, work_in_shard_map=style == "shard_map",
     )
 
 

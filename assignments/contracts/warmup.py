@@ -155,7 +155,7 @@ ASSIGNMENT = Assignment(
             visible_case=Case(mesh=(2, 4), sizes={"R": 4, "C": 16}),
         ),
         Part(
-            name="total_sum", points=1, style="shard_map", writes="all_reduce",
+            name="total_sum", points=1, style="shard_map", writes="all_reduce", work_in_shard_map=True,
             task="The sum of every element, replicated; shard_map + psum.",
             args=(X_2D,), result=Arg("out", (), ()),
             rule=AllOf((Exactly("all-reduce", _one_reduction, elements=1),
@@ -186,7 +186,7 @@ ASSIGNMENT = Assignment(
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
         Part(
-            name="layer_shard_map", points=2, style="shard_map", writes="all_reduce",
+            name="layer_shard_map", points=2, style="shard_map", writes="all_reduce", work_in_shard_map=True,
             task="The same layer and input shardings as layer_auto, with shard_map + psum.",
             args=(Arg("x", ("K",), (ALL,)), Arg("w", ("K", "M"), (ALL,)), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
@@ -198,6 +198,7 @@ ASSIGNMENT = Assignment(
         ),
         Part(
             name="normalized_convolution", points=2, style="shard_map", writes="all_reduce",
+            work_in_shard_map=True,
             task="c[r, i] = xs[r, i:i+3] @ w, divided elementwise by the sum of c over rows; "
                  "one row per device, with shard_map.",
             args=(Arg("xs", ("N", "L"), (ALL,)), Arg("w", (3,), ())),
