@@ -131,6 +131,10 @@ class Part:
     program names it (``'all_reduce'`` for psum, ``'all_gather'``): jax.jit's own collectives
     appear only when XLA partitions the program, so an identity shard_map with jax.jit doing
     the work around it lowers without one."""
+    writes_of: str | None = None
+    """The argument whose data that collective carries (the tokens A): what it sends must be
+    computed from this argument and from no other float one (not the experts W gathered to
+    the tokens), by the lowered program's data flow (`evaluate.written_collectives`)."""
     work_in_shard_map: bool = False
     """For a shard_map part: its sums, matmuls and convolutions run inside the shard_map, not
     in jax.jit around an identity shard_map (or one whose psum the compiler drops)."""

@@ -15,8 +15,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows, work_outside_shard_map,
-                       uses_shard_map)
+from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows,
+                       uses_shard_map, work_outside_shard_map)
 from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
 
@@ -253,32 +253,77 @@ def _far_off(out, reference) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def written_axes(stablehlo_text: str, op: str, mesh_shape: tuple[int, ...]) -> frozenset[str]:
-    """The mesh axes the `stablehlo.<op>` operations of a lowered program run over, parsed as
-    `program_ops` parses. Their replica groups are device lists (``dense<[[0, 4], ...]>``) or,
+def written_collectives(stablehlo_text: str, op: str,
+                        mesh_shape: tuple[int, ...]) -> list[tuple[frozenset[str], frozenset[int]]]:
+    """(Mesh axes, sources) of each `stablehlo.<op>` operation of a lowered program, parsed as
+    `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
     on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
-    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device."""
+    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device. Its sources: the
+    positions of the program's arguments its first operand is computed from (data flow followed
+    through calls and into shard_maps; a value made inside a loop or a branch counts everything
+    that op takes)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
-    axes: set[str] = set()
-
-    def visit(operation):
-        if operation.name == "stablehlo." + op:
-            if "replica_groups" not in operation.attributes:
-                axes.update(MESH_AXES)
-                return ir.WalkResult.ADVANCE
-            groups = operation.attributes["replica_groups"]
-            if isinstance(groups, ir.DenseIntElementsAttr):
-                rows = np.asarray(ir.DenseIntElementsAttr(groups)).tolist()
-                axes.update(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
-            else:
-                axes.update(a for a in re.findall(r'axis_ref<name = "(\w+)"', str(groups)) if a in MESH_AXES)
-        return ir.WalkResult.ADVANCE
-
+    found: list[tuple[frozenset[str], frozenset[int]]] = []
     with mlir.make_ir_context():
-        ir.Module.parse(stablehlo_text).operation.walk(visit)
-    return frozenset(axes)
+        module = ir.Module.parse(stablehlo_text)
+        functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
+                     for f in (o.operation for o in module.body.operations) if f.name == "func.func"}
+        calls: dict[str, list] = {}
+
+        def index_calls(operation):
+            operation = operation.operation
+            if operation.name == "func.call":
+                calls.setdefault(ir.FlatSymbolRefAttr(operation.attributes["callee"]).value, []).append(operation)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(index_calls)
+
+        def sources(value) -> set[int]:
+            out: set[int] = set()
+            seen, stack = set(), [value]
+            while stack:
+                v = stack.pop()
+                if v in seen:
+                    continue
+                seen.add(v)
+                v = v.maybe_downcast()
+                if not isinstance(v, ir.BlockArgument):  # an operation's result: what it takes
+                    stack += list(v.owner.operation.operands)
+                    continue
+                arg = v
+                parent = arg.owner.owner.operation  # the operation whose region takes the argument
+                n = arg.arg_number
+                if parent.name == "func.func":
+                    name = ir.StringAttr(parent.attributes["sym_name"]).value
+                    if name not in calls:
+                        out.add(n)  # the entry function's argument: the program's
+                    stack += [c.operands[n] for c in calls.get(name, []) if n < len(c.operands)]
+                elif parent.name == "sdy.manual_computation" and n < len(parent.operands):
+                    stack.append(parent.operands[n])  # a shard_map's block of its n-th input
+                else:
+                    stack += list(parent.operands)  # a loop's or a branch's: everything it takes
+            return out
+
+        def visit(operation):
+            operation = operation.operation
+            if operation.name != "stablehlo." + op:
+                return ir.WalkResult.ADVANCE
+            if "replica_groups" not in operation.attributes:
+                axes = set(MESH_AXES)
+            else:
+                groups = operation.attributes["replica_groups"]
+                if isinstance(groups, ir.DenseIntElementsAttr):
+                    rows = np.asarray(ir.DenseIntElementsAttr(groups)).tolist()
+                    axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
+                else:
+                    axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(groups)) if a in MESH_AXES}
+            found.append((frozenset(axes), frozenset(sources(operation.operands[0]))))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+    return found
 
 
 def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
@@ -307,14 +352,28 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
         return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
                 f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
                 f"inside the shard_map and write the {written} yourself."]
-    over = written_axes(stablehlo_text, part.writes, case.mesh)
-    if part.writes_over and part.writes_over not in over:
-        seen = " and ".join(sorted(over)) or "no axis"
+    collectives = written_collectives(stablehlo_text, part.writes, case.mesh)
+    if not part.writes_over:
+        return []
+    over = [sources for axes, sources in collectives if part.writes_over in axes]
+    if not over:
+        seen = " and ".join(sorted(set().union(*(axes for axes, _ in collectives)))) or "no axis"
         return [f"{part.name} must call {written} over {part.writes_over} inside its shard_map, but its {written} "
                 f"runs over {seen} only. Gather the tokens over {part.writes_over} yourself: in_specs that "
                 f"replicate an input over {part.writes_over} make jax.jit gather that input (all of it) at the "
                 f"shard_map's boundary instead."]
-    return []
+    if part.writes_of is None:
+        return []
+    names = [a.name for a in part.args]
+    of = names.index(part.writes_of)
+    others = {i for i, a in enumerate(part.args) if i != of and a.dtype.startswith("float")}
+    if any(of in sources and not sources & others for sources in over):
+        return []
+    carried = sorted({names[i] for sources in over for i in sources if i < len(names)})
+    return [f"{part.name} must call {written} of {part.writes_of} over {part.writes_over} inside its shard_map, "
+            f"but what its {written} over {part.writes_over} carries is computed from "
+            f"{' and '.join(carried) or 'none of the inputs'}. Bring the tokens ({part.writes_of}) to the experts: "
+            f"gathering the experts (W) to the tokens moves the matrices the design keeps in place."]
 
 
 WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather"}

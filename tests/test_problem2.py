@@ -101,6 +101,26 @@ def test_hidden_routings_are_adversarial():
     assert seen == {"one expert", "skewed, idle experts", "uniform", "k = E"}
 
 
+def _partial_repeats(B: np.ndarray) -> bool:
+    """Does some token pick one expert more than once but not all k times ([e, e, f])?"""
+    return B.ndim == 2 and any(1 < len(set(row.tolist())) < B.shape[1] for row in B)
+
+
+def test_hidden_cases_have_odd_experts_per_row_and_partial_repeats():
+    """Does every mesh part have a case where E/nX is odd (3: no shift or mask stands in for
+    // and %), on nX >= 2 with every expert used where tokens travel, and does a top-k routing
+    on nX >= 2, as graded, repeat some of a token's experts but not all?"""
+    from graders.hidden import case_seed
+
+    for name in ("moe_jit", "moe_allgather", "moe_all_to_all", "moe_topk", "moe_allgather_x", "moe_all_to_all_x"):
+        odd = [c for c in cases_of(name) if c.all_sizes["E"] // c.mesh[0] % 2 == 1 and c.all_sizes["E"] > c.mesh[0]]
+        assert any(c.mesh[0] >= 2 and c.all_sizes["experts_used"] == c.all_sizes["E"] for c in odd), name
+    part = ASSIGNMENT.part("moe_topk")
+    partial = [c for i, c in enumerate(cases_of("moe_topk"))
+               if _partial_repeats(hidden_inputs(ASSIGNMENT, part, c, case_seed(ASSIGNMENT.name, "moe_topk", i))[2])]
+    assert any(c.mesh[0] >= 2 for c in partial)
+
+
 def test_activation_rule_applies_only_when_x_is_split():
     """Does the [S, D] rule stay silent on nX = 1 meshes and name the value and the condition otherwise?"""
     rule = OnlyWhen(lambda s: s["nX"] >= 2, NoValueAtLeast(lambda s: s["S"] * s["D"], "all [S, D]"),
@@ -238,6 +258,47 @@ def test_topk_that_sums_fails_every_k_above_one(grade):
     assert ones >= 1
     assert part.score == pytest.approx(round(POINTS["moe_topk"] * ones / len(part.cases), 2))
     assert re.search(r"values wrong", part.output)
+
+
+def _shift_and_mask_route_right(case: Case, B: np.ndarray) -> bool:
+    """Do expert >> log2(E/nX) and expert & (E/nX - 1) give every expert in B its row and its
+    index there (// and %), as they do whenever E/nX is a power of two?"""
+    G = case.all_sizes["E"] // case.mesh[0]
+    shift = G.bit_length() - 1
+    return all(e >> shift == e // G and e & (G - 1) == e % G for e in np.unique(B).tolist())
+
+
+def test_power_of_two_experts_fail_on_values_where_e_over_nx_is_odd(grade):
+    """Does locating experts with a shift and a mask instead of // and % lose values exactly
+    on the cases whose routing that misplaces (E/nX = 3, the 3x1 mesh), in moe_all_to_all,
+    moe_all_to_all_x and moe_topk (built on it), and keep every case where E/nX is a power of two?"""
+    names = ["moe_all_to_all", "moe_topk", "moe_all_to_all_x"]
+    result = grade("power_of_two_experts", only=names)
+    for name in names:
+        part = result.part(name)
+        for c, seed in zip(part.cases, _seeds(name)):
+            _, _, B = hidden_inputs(ASSIGNMENT, ASSIGNMENT.part(name), c.case, seed)
+            right = _shift_and_mask_route_right(c.case, B)
+            assert c.values_ok == right, (name, c.case.label, c.problems)
+            G = c.case.all_sizes["E"] // c.case.mesh[0]
+            if G & (G - 1) == 0:
+                assert right and c.rule_ok, (name, c.case.label, c.problems)
+        assert not all(c.values_ok for c in part.cases), name
+        assert re.search(r"values wrong", part.output)
+        assert part.score < part.max_score
+
+
+def test_topk_over_distinct_experts_fails_exactly_on_partial_repeats(grade):
+    """Does averaging over a token's distinct experts (repeats dropped) lose values exactly on
+    the top-k cases where some token repeats some of its experts but not all, and nowhere else?"""
+    part = grade("topk_over_distinct_experts", only=["moe_topk"]).part("moe_topk")
+    for c, seed in zip(part.cases, _seeds("moe_topk")):
+        _, _, B = hidden_inputs(ASSIGNMENT, ASSIGNMENT.part("moe_topk"), c.case, seed)
+        assert c.values_ok == (not _partial_repeats(B)), (c.case.label, c.problems)
+        assert c.rule_ok, (c.case.label, c.problems)
+    assert not all(c.values_ok for c in part.cases)
+    assert re.search(r"values wrong", part.output)
+    assert part.score < part.max_score
 
 
 def test_latest_shardings_dense_gather_loses_half_and_scan_or_ragged_dot_pass(grade):
@@ -573,6 +634,20 @@ def test_experts_gathered_by_replicated_in_specs_are_no_gather_of_the_tokens(gra
                f"runs over Y only" in part.output
 
 
+def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
+    """An explicit all_gather of W over X (every expert brought to every row, the tokens kept
+    home): values right, the rule lost on every mesh, the all-gather over X named as carrying
+    what is computed from W (read from the lowered program's data flow), where the solution's
+    all-gather over X carries A."""
+    names = ["moe_allgather", "moe_allgather_x"]
+    result = grade("experts_gathered", only=names)
+    for name in names:
+        part = result.part(name)
+        assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output
+        assert f"{name} must call jax.lax.all_gather of A over X inside its shard_map, but what its " \
+               f"jax.lax.all_gather over X carries is computed from W." in part.output
+
+
 def test_visible_checks_meet_the_fragile_designs():
     """Does each visible check pass the solution and fail, at its own sizes, the fragile design
     of its part (a padded product, a padded round of the old chunk, k copies, ragged_dot's CPU
@@ -597,7 +672,8 @@ def test_visible_checks_meet_the_fragile_designs():
 
 TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
-          "results_allgather", "experts_replicated_in_specs"}
+          "results_allgather", "experts_replicated_in_specs", "experts_gathered", "power_of_two_experts",
+          "topk_over_distinct_experts"}
 
 
 def test_every_corpus_file_is_tested():

@@ -437,7 +437,7 @@ ASSIGNMENT = Assignment(
             name="moe_allgather", points=2,
             task="shard_map with an explicit all_gather of the tokens and a local reorder.",
             args=(W, A, B), result=OUT, rule=NO_DENSE_GATHER, reference=moe,
-            visible_case=VISIBLE, style="shard_map", writes="all_gather", writes_over="X",
+            visible_case=VISIBLE, style="shard_map", writes="all_gather", writes_over="X", writes_of="A",
         ),
         Part(
             name="moe_all_to_all", points=8,
@@ -460,7 +460,7 @@ ASSIGNMENT = Assignment(
                  "shard_map with an all_gather of the tokens over X; any local grouping (padded "
                  "buffer, jax.lax.scan over experts, jax.lax.ragged_dot).",
             args=(W_X, A_X, B), result=OUT_X, rule=NO_DENSE_GATHER_X, reference=moe,
-            visible_case=VISIBLE_X, style="shard_map", writes="all_gather", writes_over="X",
+            visible_case=VISIBLE_X, style="shard_map", writes="all_gather", writes_over="X", writes_of="A",
         ),
         Part(
             name="moe_all_to_all_x", points=2,

@@ -10,7 +10,12 @@ The routing of a case is named by its size key ``experts_used`` (read only by
 - ``experts_used = 1``: every token to one expert, so one device receives all S tokens
   (a fixed per-expert capacity drops most of them);
 - ``1 < experts_used < E``: skewed: the used experts get tokens with probabilities falling
-  as 1, 1/2, 1/3, ..., and the other experts receive nothing.
+  as 1, 1/2, 1/3, ..., and the other experts receive nothing. For top-k (on 2x2, k = 3 over
+  three experts) a token's choices are drawn independently, so most tokens repeat some of
+  their experts but not all ([e, e, f]): the mean counts e twice.
+
+The 3x1 mesh has E/nX = 3 experts per row, so locating an expert with a shift and a mask
+(right only when E/nX is a power of two) gets its row or its index wrong there.
 
 Every size keeps the rules within reach of the designs the task asks for (`assignments.
 contracts.problem2.size_problems`: gathered tokens and partial outputs below a device's share
@@ -45,7 +50,7 @@ MESHES = [
     ((4, 2), 292, 8, 18, 8),   # chunk boundary of the byte bound (T = 73); E >= D
     ((1, 8), 24, 8, 72, 8),    # the all-gather path on 1x8: D <= E < F/nY
     ((2, 2), 48, 10, 20, 8),   # E/nX = 4: a padded round of chunk T//4 holds S*D (E < D, R)
-    ((3, 1), 45, 8, 12, 6),    # odd T = 15
+    ((3, 1), 45, 10, 12, 9),   # odd T = 15; E/nX = 3, no power of two; E < D
 ]
 
 # The latest book's shardings (moe_allgather_x, moe_all_to_all_x): W[E_X, D, F], A[S_X, D].
@@ -54,7 +59,7 @@ MESHES_X = [
     ((4, 2), 260, 6, 9, 8),    # chunk boundary of the byte bound (T = 65); D <= E < F
     ((1, 8), 24, 6, 10, 8),    # D <= E < F: the padded product crosses, ragged_dot does not
     ((2, 2), 96, 8, 10, 8),    # E/nX = 4: a round's ragged_dot copy with chunk T//4 holds S*D; E >= D
-    ((3, 1), 45, 8, 12, 6),    # odd T = 15
+    ((3, 1), 45, 10, 12, 9),   # odd T = 15; E/nX = 3, no power of two; E < D
 ]
 X_PARTS = ("moe_allgather_x", "moe_all_to_all_x")
 
@@ -71,10 +76,11 @@ def _routings(E: int, idle: bool = True) -> list[int]:
 
 def _topk(E: int, index: int) -> list[tuple[int, int]]:
     """(k, experts_used) pairs for one mesh: k = E (every expert, once each), k = 3 all to one
-    expert (the same expert chosen three times); on the first two meshes also k = 2 uniform
-    and k = 1 with idle experts."""
+    expert (the same expert chosen three times), except on 2x2, where k = 3 picks from three
+    skewed experts, so that rows repeat some experts but not all ([e, e, f]: the mean counts e
+    twice); on the first two meshes also k = 2 uniform and k = 1 with idle experts."""
     extra = {0: [(2, E)], 1: [(1, max(2, E // 2))]}
-    return [(E, E), (3, 1)] + extra.get(index, [])
+    return [(E, E), (3, 3 if index == 3 else 1)] + extra.get(index, [])
 
 
 def cases(part: Part) -> list[Case]:
