@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
@@ -251,6 +252,122 @@ def program_ops(stablehlo_text: str) -> frozenset[str]:
     return frozenset(names)
 
 
+class DataFlow:
+    """Backward data flow in a lowered (StableHLO) program: which of the program's arguments a
+    value is computed from. Followed through calls (a function's argument is what its callers
+    pass; a call's result what the function returns), into and out of shard_maps (Shardy's
+    manual computations), loops (a carried value is its initial value and what the body
+    carries on) and branches (a result is what each branch returns, and the predicate). Any
+    other region's argument (a reduction's, a sort's) counts everything its operation takes.
+    Use inside the MLIR context the module was parsed in."""
+
+    def __init__(self, module):
+        from jax._src.lib.mlir import ir
+
+        self.ir = ir
+        self.functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
+                          for f in (o.operation for o in module.body.operations) if f.name == "func.func"}
+        self.calls: dict[str, list] = {}
+
+        def index(operation):
+            operation = operation.operation  # (an OpView's name is its symbol's, not its kind)
+            if operation.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
+                self.calls.setdefault(callee, []).append(operation)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(index)
+
+    def is_entry(self, function) -> bool:
+        return self.ir.StringAttr(function.attributes["sym_name"]).value not in self.calls
+
+    @staticmethod
+    def _returned(region, k: int) -> list:
+        """Operand k of the terminator of each block of `region` (what it returns)."""
+        out = []
+        for block in region.blocks:
+            ops = list(block.operations)
+            if ops and k < len(ops[-1].operation.operands):
+                out.append(ops[-1].operation.operands[k])
+        return out
+
+    def sources(self, values) -> frozenset[int]:
+        """Positions of the entry function's arguments that `values` are computed from."""
+        ir = self.ir
+        out: set[int] = set()
+        seen, stack = set(), list(values)
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            v = v.maybe_downcast()
+            if isinstance(v, ir.BlockArgument) and v.owner.owner.operation.name == "func.func" \
+                    and self.is_entry(v.owner.owner.operation):
+                out.add(v.arg_number)
+            stack += self._feeding(v)
+        return frozenset(out)
+
+
+    def from_split_data(self, values) -> bool:
+        """Are `values` computed from data split over the devices: an argument of the entry
+        function, or a result of a shard_map, whose sharding splits a dimension? (A shard_map's
+        replicated result, its psum, is where such data stops: what jax.jit does with it
+        afterwards is a copy's tidying, not work over the devices.)"""
+        ir = self.ir
+        seen, stack = set(), list(values)
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            v = v.maybe_downcast()
+            if isinstance(v, ir.BlockArgument):
+                parent, n = v.owner.owner.operation, v.arg_number
+                if parent.name == "func.func" and self.is_entry(parent):
+                    attrs = _arg_attrs(parent)
+                    if n < len(attrs) and _is_sharded(attrs[n]):
+                        return True
+                    continue
+                stack += self._feeding(v)
+                continue
+            owner = v.owner.operation
+            if owner.name == "sdy.manual_computation":
+                specs = re.findall(r"<@[\w.]+, \[(.*?)\]>", str(owner.attributes["out_shardings"])) \
+                    if "out_shardings" in owner.attributes else []
+                k = v.result_number
+                if k >= len(specs) or re.search(r'"\w+"', specs[k]):
+                    return True
+                continue
+            stack += self._feeding(v)
+        return False
+
+    def _feeding(self, v) -> list:
+        """The values one step back from `v` (as `sources` follows them)."""
+        ir = self.ir
+        if isinstance(v, ir.BlockArgument):
+            parent, n = v.owner.owner.operation, v.arg_number
+            if parent.name == "func.func":
+                name = ir.StringAttr(parent.attributes["sym_name"]).value
+                return [c.operands[n] for c in self.calls.get(name, []) if n < len(c.operands)]
+            if parent.name == "sdy.manual_computation" and n < len(parent.operands):
+                return [parent.operands[n]]
+            if parent.name == "stablehlo.while" and n < len(parent.operands):
+                return [parent.operands[n]] + self._returned(parent.regions[1], n)
+            return list(parent.operands)
+        owner, k = v.owner.operation, v.result_number
+        if owner.name == "func.call":
+            callee = self.functions.get(ir.FlatSymbolRefAttr(owner.attributes["callee"]).value)
+            return self._returned(callee.regions[0], k) if callee is not None else list(owner.operands)
+        if owner.name == "stablehlo.while" and k < len(owner.operands):
+            return [owner.operands[k]] + self._returned(owner.regions[1], k)
+        if owner.name in ("stablehlo.case", "stablehlo.if"):
+            return list(owner.operands) + [r for region in owner.regions for r in self._returned(region, k)]
+        if owner.name == "sdy.manual_computation":
+            return self._returned(owner.regions[0], k)
+        return list(owner.operands)
+
+
 WORK_OPS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.dot_general", "stablehlo.dot",
                       "stablehlo.convolution"})
 """The operations that do a part's work: sums and means, matmuls, convolutions."""
@@ -259,40 +376,56 @@ WORK_OPS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.
 @functools.lru_cache(maxsize=16)
 def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
     """The `WORK_OPS` a lowered program runs outside every shard_map (Shardy's manual
-    computations), calls followed: the work jax.jit does around the shard_map. Empty for a
-    program without a Shardy manual computation (a GSPMD lowering is not read here)."""
+    computations; calls followed) on data split over the devices (`DataFlow.from_split_data`):
+    the work jax.jit does around the shard_map. Not a tidying of what a shard_map returned
+    replicated (summing its [1, 1] psum to a scalar), nor a small matrix built from a
+    replicated input. Empty for a program without a Shardy manual computation (a GSPMD lowering
+    is not read here)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
+    if "sdy.manual_computation" not in program_ops(stablehlo_text):
+        return frozenset()
     outside: set[str] = set()
     with mlir.make_ir_context():
         module = ir.Module.parse(stablehlo_text)
-        functions = {ir.StringAttr(op.attributes["sym_name"]).value: op  # generic operations (an
-                     for op in (o.operation for o in module.body.operations)  # OpView's name is its symbol's)
-                     if op.name == "func.func"}
+        flow = DataFlow(module)
+        entries = [f for f in flow.functions.values() if flow.is_entry(f)]
         visited: set[tuple[str, bool]] = set()
 
         def visit(op, inside: bool) -> None:
             inside = inside or op.name == "sdy.manual_computation"
-            if not inside and op.name in WORK_OPS:
+            if not inside and op.name in WORK_OPS and op.name not in outside \
+                    and flow.from_split_data(list(op.operands)):
                 outside.add(op.name)
             if op.name == "func.call":
                 callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-                if callee in functions and (callee, inside) not in visited:
+                if callee in flow.functions and (callee, inside) not in visited:
                     visited.add((callee, inside))
-                    visit(functions[callee], inside)
+                    visit(flow.functions[callee], inside)
             for region in op.regions:
                 for block in region.blocks:
                     for child in block.operations:
                         visit(child.operation, inside)
 
-        if "sdy.manual_computation" not in program_ops(stablehlo_text):
-            return frozenset()
-        for function in functions.values():
-            if "sym_visibility" not in function.attributes or \
-                    ir.StringAttr(function.attributes["sym_visibility"]).value == "public":
-                visit(function, False)
+        for function in entries:
+            visit(function, False)
     return frozenset(outside)
+
+
+def _arg_attrs(function) -> list[str]:
+    """Each argument's attributes of a func.func, as text."""
+    from jax._src.lib.mlir import ir
+
+    if "arg_attrs" not in function.attributes:
+        return []
+    return [str(a) for a in ir.ArrayAttr(function.attributes["arg_attrs"])]
+
+
+def _is_sharded(attrs: str) -> bool:
+    """Does an argument's sharding (``#sdy.sharding<@mesh, [{"X"}, {}]>``) split a dimension?"""
+    match = re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]>", attrs)
+    return bool(match and re.search(r'"\w+"', match.group(1)))
 
 
 def uses_shard_map(stablehlo_text: str) -> bool:

@@ -15,8 +15,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import (MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, map_args, program_ops, style_shows,
-                       uses_shard_map, work_outside_shard_map)
+from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_leaves, map_args, program_ops,
+                       style_shows, uses_shard_map, work_outside_shard_map)
 from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
 
@@ -259,52 +259,15 @@ def written_collectives(stablehlo_text: str, op: str,
     `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
     on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
     [#stablehlo.axis_ref<name = "X">]>``); none at all means every device. Its sources: the
-    positions of the program's arguments its first operand is computed from (data flow followed
-    through calls and into shard_maps; a value made inside a loop or a branch counts everything
-    that op takes)."""
+    positions of the program's arguments its first operand is computed from (`DataFlow`; a
+    correct answer uses every argument, so the exported program keeps them all, in order)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
     found: list[tuple[frozenset[str], frozenset[int]]] = []
     with mlir.make_ir_context():
         module = ir.Module.parse(stablehlo_text)
-        functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
-                     for f in (o.operation for o in module.body.operations) if f.name == "func.func"}
-        calls: dict[str, list] = {}
-
-        def index_calls(operation):
-            operation = operation.operation
-            if operation.name == "func.call":
-                calls.setdefault(ir.FlatSymbolRefAttr(operation.attributes["callee"]).value, []).append(operation)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(index_calls)
-
-        def sources(value) -> set[int]:
-            out: set[int] = set()
-            seen, stack = set(), [value]
-            while stack:
-                v = stack.pop()
-                if v in seen:
-                    continue
-                seen.add(v)
-                v = v.maybe_downcast()
-                if not isinstance(v, ir.BlockArgument):  # an operation's result: what it takes
-                    stack += list(v.owner.operation.operands)
-                    continue
-                arg = v
-                parent = arg.owner.owner.operation  # the operation whose region takes the argument
-                n = arg.arg_number
-                if parent.name == "func.func":
-                    name = ir.StringAttr(parent.attributes["sym_name"]).value
-                    if name not in calls:
-                        out.add(n)  # the entry function's argument: the program's
-                    stack += [c.operands[n] for c in calls.get(name, []) if n < len(c.operands)]
-                elif parent.name == "sdy.manual_computation" and n < len(parent.operands):
-                    stack.append(parent.operands[n])  # a shard_map's block of its n-th input
-                else:
-                    stack += list(parent.operands)  # a loop's or a branch's: everything it takes
-            return out
+        flow = DataFlow(module)
 
         def visit(operation):
             operation = operation.operation
@@ -319,7 +282,7 @@ def written_collectives(stablehlo_text: str, op: str,
                     axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
                 else:
                     axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(groups)) if a in MESH_AXES}
-            found.append((frozenset(axes), frozenset(sources(operation.operands[0]))))
+            found.append((frozenset(axes), flow.sources(list(operation.operands)[:1])))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)

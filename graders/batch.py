@@ -277,7 +277,8 @@ class _Recorder:
             except Exception as e:  # one submission's files never stop the batch (its results.json is written)
                 log.error("%s: its grade is in results.json but not in nbgrader's database or feedback: %r",
                           s.student, e)
-                self.gradebook.rollback()
+                with contextlib.suppress(Exception):  # a broken connection: the next write says so
+                    self.gradebook.rollback()
         if self.on_done:
             self.on_done(outcome)
 

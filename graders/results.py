@@ -204,7 +204,7 @@ class SubmissionResult:
         # The top-level output is shown to students whatever a test's visibility: a total
         # would tell them the score of the functions the instructor hides.
         hiding = any(t.get("visibility", "visible") != "visible" for t in tests)
-        total = ("the scores of some functions are shown later" if hiding
+        total = ("scores of the functions shown below (others are not shown here)" if hiding
                  else f"{self.score:g}/{self.max_score:g} points")
         return {"score": self.score, "execution_time": round(self.execution_time, 2),
                 "stdout_visibility": "hidden",  # grading logs are for the instructor

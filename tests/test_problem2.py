@@ -648,6 +648,40 @@ def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
                f"jax.lax.all_gather over X carries is computed from W." in part.output
 
 
+def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
+    """A scan whose body gathers a chunk of the tokens over X and multiplies it by the local
+    experts carries W as a loop operand: the data flow follows the carried chunk, not every
+    operand of the loop, so the gather is read as carrying A (once refused as "computed from A
+    and B and W"), while an all_gather of W over X is read as W's."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    import assignments
+    from assignments.evaluate import written_collectives
+
+    assignments.setup_devices(8)
+    mesh = assignments.make_mesh((2, 4))
+    W = jax.device_put(np.ones((4, 8, 12), np.float32), NamedSharding(mesh, P("X", None, "Y")))
+    A = jax.device_put(np.ones((16, 8), np.float32), NamedSharding(mesh, P("X", "Y")))
+
+    def chunks(w, a):
+        a = jax.lax.all_gather(a, "Y", axis=1, tiled=True)
+
+        def step(carry, chunk):
+            tokens = jax.lax.all_gather(chunk, "X", axis=0, tiled=True)
+            return carry, jax.lax.psum_scatter(tokens @ w[0], "X", scatter_dimension=0, tiled=True)
+
+        return jax.lax.scan(step, None, a.reshape(2, -1, a.shape[1]))[1].reshape(a.shape[0], -1)
+
+    def experts(w, a):
+        return (a @ jax.lax.all_gather(w, "X", axis=0, tiled=True)[0][: a.shape[1]]).reshape(a.shape[0], -1)
+
+    for body, carried in ((chunks, {1}), (experts, {0})):
+        program = jax.shard_map(body, mesh=mesh, in_specs=(P("X", None, "Y"), P("X", "Y")), out_specs=P("X", "Y"))
+        gathers = written_collectives(jax.jit(program).lower(W, A).as_text(), "all_gather", (2, 4))
+        assert [set(sources) for axes, sources in gathers if "X" in axes] == [carried], (body.__name__, gathers)
+
+
 def test_visible_checks_meet_the_fragile_designs():
     """Does each visible check pass the solution and fail, at its own sizes, the fragile design
     of its part (a padded product, a padded round of the old chunk, k copies, ragged_dot's CPU

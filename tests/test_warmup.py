@@ -173,13 +173,13 @@ def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
     to do the work inside its shard_map (the sum jax.jit does around it named), and a shard_map
     that sums with no psum to write one, while the psum written there passes?"""
     import jax
-    from jax.sharding import PartitionSpec as P
+    from jax.sharding import NamedSharding, PartitionSpec as P
 
     from assignments.evaluate import _style_problems
 
     part = WARMUP.part("layer_shard_map")
     case = Case((2, 4), {"K": 24, "M": 3})
-    x = np.ones(24, np.float32)
+    x = jax.device_put(np.ones(24, np.float32), NamedSharding(mesh_2x4, P(("X", "Y"))))  # as graded: split
     identity = jax.shard_map(lambda b: b, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=P(("X", "Y")))
     decoy = jax.jit(lambda v: identity(v).sum()).lower(x).as_text()
     [message] = _style_problems(part, case, decoy)
@@ -192,6 +192,57 @@ def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
     psum = jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("X", "Y")), mesh=mesh_2x4, in_specs=P(("X", "Y")),
                          out_specs=P())
     assert _style_problems(part, case, jax.jit(psum).lower(x).as_text()) == []
+
+
+def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
+    """Work jax.jit does outside a shard_map is refused only on data split over the devices: a
+    psum's replicated [1, 1] summed to a scalar, a replicated [1, M] row summed to [M], and the
+    small Toeplitz matrix of a replicated w (each once refused) pass, while the same sum on the
+    shard_map's split output is jax.jit's work."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from assignments.evaluate import _style_problems
+
+    split = P(("X", "Y"))
+
+    def lowered(f, *arrays):
+        return jax.jit(f).lower(*arrays).as_text()
+
+    x2 = jax.device_put(np.ones((4, 8), np.float32), NamedSharding(mesh_2x4, P("X", "Y")))
+    tidy_sum = jax.shard_map(lambda b: jax.lax.psum(b.sum(keepdims=True), ("X", "Y")), mesh=mesh_2x4,
+                             in_specs=P("X", "Y"), out_specs=P())
+    copies = jax.shard_map(lambda b: b.sum(keepdims=True), mesh=mesh_2x4, in_specs=P("X", "Y"),
+                           out_specs=P("X", "Y"))
+    total = WARMUP.part("total_sum")
+    case = Case((2, 4), {"R": 4, "C": 8})
+    assert _style_problems(total, case, lowered(lambda v: tidy_sum(v).sum(), x2)) == []
+    [message] = _style_problems(total, case, lowered(lambda v: copies(v).sum(), x2))
+    assert message.startswith("total_sum must do its work inside its shard_map")
+
+    x = jax.device_put(np.ones(24, np.float32), NamedSharding(mesh_2x4, split))
+    w = jax.device_put(np.ones((24, 3), np.float32), NamedSharding(mesh_2x4, split))
+    row = jax.shard_map(lambda x, w: jax.lax.psum(x[None] @ w, ("X", "Y")), mesh=mesh_2x4,
+                        in_specs=(split, split), out_specs=P())
+    layer = WARMUP.part("layer_shard_map")
+    assert _style_problems(layer, Case((2, 4), {"K": 24, "M": 3}),
+                           lowered(lambda x, w: jax.nn.sigmoid(row(x, w).sum(0)), x, w)) == []
+
+    xs = jax.device_put(np.ones((8, 6), np.float32), NamedSharding(mesh_2x4, split))
+    taps = jax.device_put(np.ones(3, np.float32), NamedSharding(mesh_2x4, P()))
+
+    def toeplitz(xs, w):
+        T = jnp.einsum("k,kij->ij", w, jnp.stack([jnp.eye(6, 4, -k) for k in range(3)]))  # outside: from w
+
+        def local(block, T):
+            c = block @ T
+            return c / jax.lax.psum(c, ("X", "Y"))
+
+        return jax.shard_map(local, mesh=mesh_2x4, in_specs=(split, P()), out_specs=split)(xs, T)
+
+    conv = WARMUP.part("normalized_convolution")
+    assert _style_problems(conv, Case((2, 4), {"N": 8, "L": 6, "Lc": 4}), lowered(toeplitz, xs, taps)) == []
 
 
 def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):

@@ -61,7 +61,7 @@ def test_the_whole_result_round_trips_through_results_json(tmp_path):
     assert data["tests"][0]["output"] == result.parts[0].output
     # Students read the top-level output whatever the tests' visibility: no total that would
     # give away the hidden function's score (it says so when nothing is hidden).
-    assert f"{result.score:g}/" not in data["output"] and "shown later" in data["output"]
+    assert f"{result.score:g}/" not in data["output"] and "others are not shown here" in data["output"]
     assert f"{result.score:g}/{result.max_score:g} points" in result.to_gradescope({})["output"]
     back = read_results(str(path))
     assert back == result
