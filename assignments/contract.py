@@ -291,10 +291,9 @@ class DataFlow:
                 out.append(ops[-1].operation.operands[k])
         return out
 
-    def sources(self, values) -> frozenset[int]:
-        """Positions of the entry function's arguments that `values` are computed from."""
-        ir = self.ir
-        out: set[int] = set()
+    def _back(self, values, stop=lambda v: False):
+        """Every value `values` are computed from (themselves included), each once, not
+        going back past a value where `stop(value)` holds."""
         seen, stack = set(), list(values)
         while stack:
             v = stack.pop()
@@ -302,44 +301,44 @@ class DataFlow:
                 continue
             seen.add(v)
             v = v.maybe_downcast()
-            if isinstance(v, ir.BlockArgument) and v.owner.owner.operation.name == "func.func" \
-                    and self.is_entry(v.owner.owner.operation):
-                out.add(v.arg_number)
-            stack += self._feeding(v)
-        return frozenset(out)
+            yield v
+            if not stop(v):
+                stack += self._feeding(v)
 
+    def _entry_argument(self, v) -> int | None:
+        """The position of `v` among the entry function's arguments, if it is one."""
+        if isinstance(v, self.ir.BlockArgument) and v.owner.owner.operation.name == "func.func" \
+                and self.is_entry(v.owner.owner.operation):
+            return v.arg_number
+        return None
+
+    def _shard_map_result(self, v):
+        """The shard_map (Shardy's manual computation) `v` is a result of, if any."""
+        if isinstance(v, self.ir.OpResult) and v.owner.operation.name == "sdy.manual_computation":
+            return v.owner.operation
+        return None
+
+    def sources(self, values) -> frozenset[int]:
+        """Positions of the entry function's arguments that `values` are computed from."""
+        return frozenset(n for n in map(self._entry_argument, self._back(values)) if n is not None)
 
     def from_split_data(self, values) -> bool:
         """Are `values` computed from data split over the devices: an argument of the entry
         function, or a result of a shard_map, whose sharding splits a dimension? (A shard_map's
         replicated result, its psum, is where such data stops: what jax.jit does with it
         afterwards is a copy's tidying, not work over the devices.)"""
-        ir = self.ir
-        seen, stack = set(), list(values)
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            v = v.maybe_downcast()
-            if isinstance(v, ir.BlockArgument):
-                parent, n = v.owner.owner.operation, v.arg_number
-                if parent.name == "func.func" and self.is_entry(parent):
-                    attrs = _arg_attrs(parent)
-                    if n < len(attrs) and _is_sharded(attrs[n]):
-                        return True
-                    continue
-                stack += self._feeding(v)
-                continue
-            owner = v.owner.operation
-            if owner.name == "sdy.manual_computation":
-                specs = re.findall(r"<@[\w.]+, \[(.*?)\]>", str(owner.attributes["out_shardings"])) \
-                    if "out_shardings" in owner.attributes else []
+        for v in self._back(values, stop=lambda v: self._shard_map_result(v) is not None):
+            n, shard_map = self._entry_argument(v), self._shard_map_result(v)
+            if n is not None:
+                attrs = _arg_attrs(v.owner.owner.operation)
+                if n < len(attrs) and _is_sharded(attrs[n]):
+                    return True
+            elif shard_map is not None:
+                specs = re.findall(r"<@[\w.]+, \[(.*?)\]>", str(shard_map.attributes["out_shardings"])) \
+                    if "out_shardings" in shard_map.attributes else []
                 k = v.result_number
                 if k >= len(specs) or re.search(r'"\w+"', specs[k]):
                     return True
-                continue
-            stack += self._feeding(v)
         return False
 
     def _feeding(self, v) -> list:
