@@ -301,6 +301,10 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     judged = style_shows(case.mesh)
     if part.style == "shard_map" and judged and not has_shard_map:
         return [f"{part.name} must be written with jax.shard_map, but the program has none."]
+    if part.work_in_shard_map and judged and has_shard_map and "sdy.manual_computation" not in program_ops(stablehlo_text):
+        return [f"{part.name} must be lowered with JAX's default partitioner (Shardy), which the graders read: "
+                f"this program's shard_map was lowered with GSPMD (jax_use_shardy_partitioner was turned off). "
+                f"Leave that flag at its default."]
     outside = work_outside_shard_map(stablehlo_text) if part.work_in_shard_map and judged else ()
     if outside:
         names = ", ".join(sorted(o.removeprefix("stablehlo.") for o in outside))

@@ -245,6 +245,29 @@ def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
     assert _style_problems(conv, Case((2, 4), {"N": 8, "L": 6, "Lc": 4}), lowered(toeplitz, xs, taps)) == []
 
 
+def test_a_shard_map_lowered_by_gspmd_is_refused_naming_the_flag(mesh_2x4):
+    """The work-inside check reads Shardy's manual computations. A cell that turns the flag
+    off lowers shard_maps with GSPMD, which would skip the check (an identity shard_map beside
+    jax.jit's sum would pass): is such a program refused, saying which flag to leave alone?"""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from assignments.evaluate import _style_problems
+
+    x = jax.device_put(np.ones((4, 8), np.float32), NamedSharding(mesh_2x4, P("X", "Y")))
+    psum = jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("X", "Y")), mesh=mesh_2x4, in_specs=P("X", "Y"),
+                         out_specs=P())
+    total, case = WARMUP.part("total_sum"), Case((2, 4), {"R": 4, "C": 8})
+    assert _style_problems(total, case, jax.jit(psum).lower(x).as_text()) == []
+    jax.config.update("jax_use_shardy_partitioner", False)
+    try:
+        text = jax.jit(psum).lower(x).as_text()
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", True)
+    [message] = _style_problems(total, case, text)
+    assert "jax_use_shardy_partitioner was turned off" in message and message.startswith("total_sum must ")
+
+
 def test_pmap_update_ported_as_is_steps_n_times_too_far(grade):
     """Does the pmap tutorial's pmean of the gradients, under shard_map with check_vma on,
     fail the comparison with the single-device step on every mesh of more than one device,
