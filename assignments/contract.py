@@ -136,6 +136,10 @@ class Part:
     """The argument whose data that collective carries (the tokens A): what it sends must be
     computed from this argument and from no other float one (not the experts W gathered to
     the tokens), by the lowered program's data flow (`evaluate.written_collectives`)."""
+    stays_on: tuple[str, str] | None = None
+    """(An argument, a mesh axis): no collective the submission writes carries, over that axis,
+    a value computed from that argument and from no other float one (the experts W never cross
+    X: the tokens travel to them), by the lowered program's data flow."""
     work_in_shard_map: bool = False
     """For a shard_map part: its sums, matmuls and convolutions run inside the shard_map, not
     in jax.jit around an identity shard_map (or one whose psum the compiler drops)."""

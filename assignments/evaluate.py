@@ -252,41 +252,56 @@ def _far_off(out, reference) -> bool:
     return got.shape == want.shape and rms > 0 and float(np.sqrt(np.mean((got - want) ** 2))) > 0.1 * rms
 
 
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "all_to_all", "collective_permute", "reduce_scatter",
+                  "collective_broadcast")
+"""The collectives of a lowered (StableHLO) program, as `written_collectives` names them."""
+
+
 @functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, op: str,
-                        mesh_shape: tuple[int, ...]) -> list[tuple[frozenset[str], frozenset[int]]]:
-    """(Mesh axes, sources) of each `stablehlo.<op>` operation of a lowered program, parsed as
-    `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
-    on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
-    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device. Its sources: the
-    positions of the program's arguments its first operand is computed from (`DataFlow`; a
-    correct answer uses every argument, so the exported program keeps them all, in order)."""
+def written_collectives(stablehlo_text: str, ops, mesh_shape: tuple[int, ...]
+                        ) -> list[tuple[str, frozenset[str], tuple[frozenset[int], ...]]]:
+    """(Operation, mesh axes, sources of each operand) of each `stablehlo.<op>` operation of a
+    lowered program, `ops` one name or several, parsed as `program_ops` parses. Its replica
+    groups are device lists (``dense<[[0, 4], ...]>``) or, on newer JAX, the mesh's axes by
+    name (``#stablehlo.replica_group_mesh_axes<..., axes = [#stablehlo.axis_ref<name =
+    "X">]>``); none at all means every device; a permute's axes are those its pairs cross.
+    Sources: the positions of the program's arguments an operand is computed from
+    (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
+    in order)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
-    found: list[tuple[frozenset[str], frozenset[int]]] = []
+    names = {"stablehlo." + o for o in ((ops,) if isinstance(ops, str) else ops)}
+    found: list[tuple[str, frozenset[str], tuple[frozenset[int], ...]]] = []
     with mlir.make_ir_context():
         module = ir.Module.parse(stablehlo_text)
         flow = DataFlow(module)
 
         def visit(operation):
             operation = operation.operation
-            if operation.name != "stablehlo." + op:
+            if operation.name not in names:
                 return ir.WalkResult.ADVANCE
-            if "replica_groups" not in operation.attributes:
+            attrs = operation.attributes
+            key = "source_target_pairs" if "source_target_pairs" in attrs else "replica_groups"
+            if key not in attrs:
                 axes = set(MESH_AXES)
+            elif isinstance(attrs[key], ir.DenseIntElementsAttr):
+                rows = np.asarray(ir.DenseIntElementsAttr(attrs[key])).tolist()
+                axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
             else:
-                groups = operation.attributes["replica_groups"]
-                if isinstance(groups, ir.DenseIntElementsAttr):
-                    rows = np.asarray(ir.DenseIntElementsAttr(groups)).tolist()
-                    axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
-                else:
-                    axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(groups)) if a in MESH_AXES}
-            found.append((frozenset(axes), flow.sources(list(operation.operands)[:1])))
+                axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(attrs[key])) if a in MESH_AXES}
+            found.append((operation.name.removeprefix("stablehlo."), frozenset(axes),
+                          tuple(flow.sources([v]) for v in operation.operands)))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
     return found
+
+
+def _alone(sources: frozenset[int], of: int, part: Part) -> bool:
+    """Is a value with these sources computed from argument `of` and from no other float one?"""
+    others = {i for i, a in enumerate(part.args) if i != of and a.dtype.startswith("float")}
+    return of in sources and not sources & others
 
 
 def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
@@ -312,6 +327,15 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
                 f"outside the shard_map): a shard_map that passes its input through, or whose result is "
                 f"thrown away, leaves the work to jax.jit. Sum (and multiply) each device's own block "
                 f"inside the shard_map."]
+    if part.stays_on and judged:
+        arg, axis = part.stays_on
+        of = [a.name for a in part.args].index(arg)
+        moved = sorted({op for op, axes, sources in written_collectives(stablehlo_text, COLLECTIVE_OPS, case.mesh)
+                        if axis in axes and any(_alone(s, of, part) for s in sources)})
+        if moved:
+            return [f"{part.name} must keep {arg} where it lives, but its {', '.join(moved)} over {axis} carries "
+                    f"what is computed from {arg} alone (in any type: bits reinterpreted still count). Each "
+                    f"expert's matrix stays on its row: send the tokens to the experts, and their results back."]
     if not (part.writes and judged):
         return []
     written = WRITTEN.get(part.writes, part.writes)
@@ -322,9 +346,9 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     collectives = written_collectives(stablehlo_text, part.writes, case.mesh)
     if not part.writes_over:
         return []
-    over = [sources for axes, sources in collectives if part.writes_over in axes]
+    over = [sources[0] for _, axes, sources in collectives if part.writes_over in axes and sources]
     if not over:
-        seen = " and ".join(sorted(set().union(*(axes for axes, _ in collectives)))) or "no axis"
+        seen = " and ".join(sorted(set().union(*(axes for _, axes, _ in collectives)))) or "no axis"
         return [f"{part.name} must call {written} over {part.writes_over} inside its shard_map, but its {written} "
                 f"runs over {seen} only. Gather the tokens over {part.writes_over} yourself: in_specs that "
                 f"replicate an input over {part.writes_over} make jax.jit gather that input (all of it) at the "
@@ -333,8 +357,7 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
         return []
     names = [a.name for a in part.args]
     of = names.index(part.writes_of)
-    others = {i for i, a in enumerate(part.args) if i != of and a.dtype.startswith("float")}
-    if any(of in sources and not sources & others for sources in over):
+    if any(_alone(sources, of, part) for sources in over):
         return []
     carried = sorted({names[i] for sources in over for i in sources if i < len(names)})
     return [f"{part.name} must call {written} of {part.writes_of} over {part.writes_over} inside its shard_map, "

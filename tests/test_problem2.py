@@ -637,15 +637,31 @@ def test_experts_gathered_by_replicated_in_specs_are_no_gather_of_the_tokens(gra
 def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
     """An explicit all_gather of W over X (every expert brought to every row, the tokens kept
     home): values right, the rule lost on every mesh, the all-gather over X named as carrying
-    what is computed from W (read from the lowered program's data flow), where the solution's
-    all-gather over X carries A."""
+    what is computed from W alone (read from the lowered program's data flow), where the
+    solution's all-gather over X carries A."""
     names = ["moe_allgather", "moe_allgather_x"]
     result = grade("experts_gathered", only=names)
     for name in names:
         part = result.part(name)
         assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output
-        assert f"{name} must call jax.lax.all_gather of A over X inside its shard_map, but what its " \
-               f"jax.lax.all_gather over X carries is computed from W." in part.output
+        assert f"{name} must keep W where it lives, but its all_gather over X carries what is computed " \
+               f"from W alone" in part.output
+
+
+def test_experts_that_cross_x_in_any_disguise_are_refused(grade):
+    """Experts sent over X by an all_to_all used as an all-gather (moe_all_to_all), or as int32
+    pieces smaller than an expert's slice in integer psums beside a decoy all_to_all of the
+    tokens (moe_topk, moe_all_to_all_x): the byte bound and the per-run integer rule are met,
+    but what crosses X is computed from W alone. Values right; the rule lost wherever X has
+    two rows or more, the collective named."""
+    names = {"moe_all_to_all": "all_to_all", "moe_topk": "all_reduce", "moe_all_to_all_x": "all_reduce"}
+    result = grade("experts_cross_x", only=list(names))
+    for name, op in names.items():
+        part = result.part(name)
+        assert all(c.values_ok for c in part.cases), part.output
+        assert all(not c.rule_ok for c in part.cases if c.case.mesh[0] >= 2), part.output
+        assert f"{name} must keep W where it lives, but its {op} over X carries what is computed from W alone" \
+            in part.output
 
 
 def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
@@ -679,7 +695,7 @@ def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
     for body, carried in ((chunks, {1}), (experts, {0})):
         program = jax.shard_map(body, mesh=mesh, in_specs=(P("X", None, "Y"), P("X", "Y")), out_specs=P("X", "Y"))
         gathers = written_collectives(jax.jit(program).lower(W, A).as_text(), "all_gather", (2, 4))
-        assert [set(sources) for axes, sources in gathers if "X" in axes] == [carried], (body.__name__, gathers)
+        assert [set(sources[0]) for _, axes, sources in gathers if "X" in axes] == [carried], (body.__name__, gathers)
 
 
 def test_visible_checks_meet_the_fragile_designs():
@@ -706,7 +722,7 @@ def test_visible_checks_meet_the_fragile_designs():
 
 TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
-          "results_allgather", "experts_replicated_in_specs", "experts_gathered", "power_of_two_experts",
+          "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "topk_over_distinct_experts"}
 
 
