@@ -252,16 +252,16 @@ def _far_off(out, reference) -> bool:
     return got.shape == want.shape and rms > 0 and float(np.sqrt(np.mean((got - want) ** 2))) > 0.1 * rms
 
 
-COLLECTIVE_OPS = ("all_reduce", "all_gather", "all_to_all", "collective_permute", "reduce_scatter",
-                  "collective_broadcast")
-"""The collectives of a lowered (StableHLO) program, as `written_collectives` names them."""
+COLLECTIVE_OPS = frozenset("stablehlo." + op for op in ("all_reduce", "all_gather", "all_to_all", "collective_permute",
+                                                          "reduce_scatter", "collective_broadcast"))
+"""The collectives of a lowered (StableHLO) program."""
 
 
 @functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, ops, mesh_shape: tuple[int, ...]
+def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]
                         ) -> list[tuple[str, frozenset[str], tuple[frozenset[int], ...]]]:
-    """(Operation, mesh axes, sources of each operand) of each `stablehlo.<op>` operation of a
-    lowered program, `ops` one name or several, parsed as `program_ops` parses. Its replica
+    """(Operation, mesh axes, sources of each operand) of each collective of a lowered program
+    (``all_gather``, ...), parsed once per program as `program_ops` parses. Its replica
     groups are device lists (``dense<[[0, 4], ...]>``) or, on newer JAX, the mesh's axes by
     name (``#stablehlo.replica_group_mesh_axes<..., axes = [#stablehlo.axis_ref<name =
     "X">]>``); none at all means every device; a permute's axes are those its pairs cross.
@@ -271,7 +271,6 @@ def written_collectives(stablehlo_text: str, ops, mesh_shape: tuple[int, ...]
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
-    names = {"stablehlo." + o for o in ((ops,) if isinstance(ops, str) else ops)}
     found: list[tuple[str, frozenset[str], tuple[frozenset[int], ...]]] = []
     with mlir.make_ir_context():
         module = ir.Module.parse(stablehlo_text)
@@ -279,7 +278,7 @@ def written_collectives(stablehlo_text: str, ops, mesh_shape: tuple[int, ...]
 
         def visit(operation):
             operation = operation.operation
-            if operation.name not in names:
+            if operation.name not in COLLECTIVE_OPS:
                 return ir.WalkResult.ADVANCE
             attrs = operation.attributes
             key = "source_target_pairs" if "source_target_pairs" in attrs else "replica_groups"
@@ -330,7 +329,7 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     if part.stays_on and judged:
         arg, axis = part.stays_on
         of = [a.name for a in part.args].index(arg)
-        moved = sorted({op for op, axes, sources in written_collectives(stablehlo_text, COLLECTIVE_OPS, case.mesh)
+        moved = sorted({op for op, axes, sources in written_collectives(stablehlo_text, case.mesh)
                         if axis in axes and any(_alone(s, of, part) for s in sources)})
         if moved:
             return [f"{part.name} must keep {arg} where it lives, but its {', '.join(moved)} over {axis} carries "
@@ -343,7 +342,7 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
         return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
                 f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
                 f"inside the shard_map and write the {written} yourself."]
-    collectives = written_collectives(stablehlo_text, part.writes, case.mesh)
+    collectives = [c for c in written_collectives(stablehlo_text, case.mesh) if c[0] == part.writes]
     if not part.writes_over:
         return []
     over = [sources[0] for _, axes, sources in collectives if part.writes_over in axes and sources]

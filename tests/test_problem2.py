@@ -694,8 +694,9 @@ def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
 
     for body, carried in ((chunks, {1}), (experts, {0})):
         program = jax.shard_map(body, mesh=mesh, in_specs=(P("X", None, "Y"), P("X", "Y")), out_specs=P("X", "Y"))
-        gathers = written_collectives(jax.jit(program).lower(W, A).as_text(), "all_gather", (2, 4))
-        assert [set(sources[0]) for _, axes, sources in gathers if "X" in axes] == [carried], (body.__name__, gathers)
+        gathers = written_collectives(jax.jit(program).lower(W, A).as_text(), (2, 4))
+        assert [set(sources[0]) for op, axes, sources in gathers if op == "all_gather" and "X" in axes] == [carried], \
+            (body.__name__, gathers)
 
 
 def test_visible_checks_meet_the_fragile_designs():
