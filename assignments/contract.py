@@ -372,8 +372,36 @@ class DataFlow:
 
 
 WORK_OPS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.dot_general", "stablehlo.dot",
-                      "stablehlo.convolution"})
-"""The operations that do a part's work: sums and means, matmuls, convolutions."""
+                      "stablehlo.convolution", "stablehlo.scatter", "stablehlo.select_and_scatter",
+                      "stablehlo.fft"})
+"""The operations that do a part's work: sums and means (a scatter-add, an FFT's zero
+frequency are sums too), matmuls, convolutions."""
+SLICING_OPS = frozenset({"stablehlo.slice", "stablehlo.dynamic_slice", "stablehlo.gather"})
+COMBINING_OPS = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
+                           "stablehlo.maximum", "stablehlo.minimum", "stablehlo.and", "stablehlo.or",
+                           "stablehlo.xor", "stablehlo.power", "stablehlo.remainder", "stablehlo.atan2"})
+"""Elementwise arithmetic: work when it combines two pieces sliced out of the data (a sum
+written as slices and adds), a tidying when it divides a result by a count or adds a bias."""
+_RESHAPING_OPS = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.transpose",
+                            "stablehlo.bitcast_convert", "stablehlo.broadcast_in_dim"})
+
+
+def _from_slices(value, seen: dict) -> bool:
+    """Is `value` a piece sliced out of an array (through reshapes, casts and arithmetic on
+    such pieces), within its own function?"""
+    from jax._src.lib.mlir import ir
+
+    value = value.maybe_downcast() if hasattr(value, "maybe_downcast") else value
+    if not isinstance(value, ir.OpResult):
+        return False
+    owner = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    key = id(owner)
+    if key not in seen:
+        seen[key] = False  # a cycle (none in SSA, but be safe) is no slice
+        name = owner.name
+        seen[key] = name in SLICING_OPS or (name in _RESHAPING_OPS | COMBINING_OPS
+                                            and any(_from_slices(o, seen) for o in owner.operands))
+    return seen[key]
 
 
 @functools.lru_cache(maxsize=16)
@@ -395,12 +423,16 @@ def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
         flow = DataFlow(module)
         entries = [f for f in flow.functions.values() if flow.is_entry(f)]
         visited: set[tuple[str, bool]] = set()
+        sliced: dict = {}
 
         def visit(op, inside: bool) -> None:
             inside = inside or op.name == "sdy.manual_computation"
             if not inside and op.name in WORK_OPS and op.name not in outside \
                     and flow.from_split_data(list(op.operands)):
                 outside.add(op.name)
+            elif not inside and op.name in COMBINING_OPS and len(op.operands) == 2 \
+                    and all(_from_slices(v, sliced) for v in op.operands) and flow.from_split_data(list(op.operands)):
+                outside.add(op.name.removeprefix("stablehlo.") + " of slices")
             if op.name == "func.call":
                 callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
                 if callee in flow.functions and (callee, inside) not in visited:

@@ -443,9 +443,13 @@ def eager_report(fn, mesh, statics: dict, inputs: list) -> dict:
     judges). The graders call it in the submission's process and check the shards against
     the input, so a forged report must contain exactly what a right answer places where: it
     gains nothing over writing the function."""
+    from jax._src.array import ArrayImpl
+
     out = fn(*[jax.device_put(np.asarray(x), jax.devices()[0]) for x in inputs], mesh=mesh, **statics)
     if not isinstance(out, jax.Array):
         return {"type": type(out).__name__}
+    if type(out) is not ArrayImpl:  # a subclass could describe shards it never placed
+        return {"type": f"{type(out).__name__} (a subclass of jax.Array, not an array JAX made)"}
     shards = []
     for shard in out.addressable_shards[:64]:
         index = [[s.start or 0, s.stop if s.stop is not None else n] for s, n in zip(shard.index, out.shape)]

@@ -249,6 +249,10 @@ class ProgramAnalysis:
     result and of every `reduce`'s input, loop trip counts multiplied in): a product written
     without a dot (a multiply and a sum, or a loop of multiply-adds) shows here, and so does a
     small dot that XLA rewrites that way."""
+    largest_matmul: float | None = None
+    """The most matmul work one instruction does in one run, in FLOPs per device (a dot or a
+    convolution; a multiply or a reduce counted at twice its elements): a collective matmul
+    multiplies one block per ring step, never the gathered operand or the whole product."""
     mesh_shape: tuple[int, ...] = ()
     """The mesh's shape (empty when not known)."""
     axis_names: tuple[str, ...] = ()
@@ -286,6 +290,7 @@ class ProgramAnalysis:
             dot_flops=(None if data.get("dot_flops") is None
                        else tuple((str(d), float(f)) for d, f in data["dot_flops"])),
             vector_flops=None if data.get("vector_flops") is None else float(data["vector_flops"]),
+            largest_matmul=None if data.get("largest_matmul") is None else float(data["largest_matmul"]),
             mesh_shape=tuple(data.get("mesh_shape", ())), axis_names=tuple(data.get("axis_names", ())),
             stages=tuple(Stage.from_json(st) for st in data.get("stages", ())),
         )
@@ -576,15 +581,18 @@ def _feeds_only_a_share(inst: _Instruction, insts, computations, group_size: int
 _CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,\s]*)\}")
 
 
-def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float]:
-    """(Matmul FLOPs per device by operand dtype, vector FLOPs per device). Matmul: 2 x output
-    elements x contracted size for every dot. Vector (`ProgramAnalysis.vector_flops`): the
+def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, float]:
+    """(Matmul FLOPs per device by operand dtype, vector FLOPs per device, the largest matmul).
+    Matmul: 2 x output elements x contracted size for every dot (and every convolution, its
+    window and input features contracted). Vector (`ProgramAnalysis.vector_flops`): the
     elements of every multiply's result and of every reduce's input. Inside fusions too, times
-    how often each computation runs (a loop whose trip count is unknown counts once)."""
+    how often each computation runs (a loop whose trip count is unknown counts once). The
+    largest (`ProgramAnalysis.largest_matmul`): one instruction's work in one run, a multiply
+    or a reduce counted twice, as its part of a product written as a multiply and a sum."""
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     flops: dict[str, float] = defaultdict(float)
-    vector = 0.0
+    vector = largest = 0.0
     for comp, insts in computations.items():
         by_name = {i.name: i for i in insts}
         runs = mult.get(comp)
@@ -593,11 +601,17 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float]:
             dot = dot_flops(inst, by_name)
             if dot is not None:
                 flops[dot[0]] += dot[1] * runs
-            elif inst.opcode == "multiply" and inst.shapes:
-                vector += inst.shapes[0].elements * runs
+                largest = max(largest, dot[1])
+                continue
+            if inst.opcode == "multiply" and inst.shapes:
+                elements = inst.shapes[0].elements
             elif inst.opcode == "reduce":
-                vector += sum(s.elements for s in _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)]) * runs
-    return tuple(sorted(flops.items())), vector
+                elements = sum(s.elements for s in _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)])
+            else:
+                continue
+            vector += elements * runs
+            largest = max(largest, 2.0 * elements)
+    return tuple(sorted(flops.items())), vector, largest
 
 
 def _operand_shapes(inst: _Instruction, by_name: dict) -> list[ArrayShape]:
@@ -628,18 +642,33 @@ def matmul_type(dtype: str, attrs: str) -> str:
     return dtype if level == "default" else f"{dtype}/{level}"
 
 
+_KERNEL_LABELS = re.compile(r"dim_labels=\w*_(\w+)->")
+
+
 def dot_flops(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:
     """(operand type, FLOPs) of one dot instruction: 2 x output elements x contracted size;
-    the type is `matmul_type` (the dtype, with the precision the dot asks for); None for any
-    other instruction (or a dot whose operand shape is not in the text)."""
-    if inst.opcode != "dot" or len(inst.shapes) != 1:
+    of one convolution: 2 x output elements x the kernel's elements per output feature (its
+    window times its input features); the type is `matmul_type` (the dtype, with the
+    precision the dot asks for); None for any other instruction (or one whose operand shapes
+    are not in the text)."""
+    if inst.opcode not in ("dot", "convolution") or len(inst.shapes) != 1:
         return None
+    wanted = 2 if inst.opcode == "convolution" else 1
     if inst.inline_shapes:
-        lhs = inst.inline_shapes[0]
-    elif inst.operands and inst.operands[0] in by_name and by_name[inst.operands[0]].shapes:
-        lhs = by_name[inst.operands[0]].shapes[0]
+        shapes = list(inst.inline_shapes)
+    elif all(o in by_name and by_name[o].shapes for o in inst.operands[:wanted]):
+        shapes = [by_name[o].shapes[0] for o in inst.operands[:wanted]]
     else:
         return None
+    if len(shapes) < wanted:
+        return None
+    lhs = shapes[0]
+    if inst.opcode == "convolution":
+        labels = _KERNEL_LABELS.search(inst.attrs)
+        kernel = shapes[1]
+        out_features = (kernel.dims[labels.group(1).index("o")]
+                        if labels and "o" in labels.group(1) and len(labels.group(1)) == len(kernel.dims) else 1)
+        return matmul_type(lhs.dtype, inst.attrs), 2.0 * inst.shapes[0].elements * kernel.elements / max(out_features, 1)
     m = _CONTRACTING.search(inst.attrs)
     dims = [int(d) for d in m.group(1).split(",") if d.strip()] if m else []
     contracted = int(np.prod([lhs.dims[d] for d in dims if d < len(lhs.dims)], dtype=np.int64)) if dims else 1
@@ -690,7 +719,7 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
     from .steps import stages_from_text  # reads the HLO with this module's parser
 
     collectives = tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names)))
-    dot_work, vector_work = work_from_text(text)
+    dot_work, vector_work, largest_work = work_from_text(text)
     return ProgramAnalysis(
         collectives=collectives,
         largest_values=tuple(values_from_text(text)),
@@ -702,6 +731,7 @@ def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = Non
         output_bytes=output_bytes,
         dot_flops=dot_work,
         vector_flops=vector_work,
+        largest_matmul=largest_work,
         mesh_shape=tuple(int(n) for n in mesh_shape),
         axis_names=tuple(axis_names),
         stages=stages_from_text(text, collectives),

@@ -591,6 +591,34 @@ class MaxMatmulFlops:
 
 
 @dataclasses.dataclass(frozen=True)
+class LargestMatmul:
+    """No one instruction does more than `flops` of matmul work per device in one run
+    (`ProgramAnalysis.largest_matmul`): a collective matmul multiplies each block as it arrives
+    (or makes each partial block just before it is sent), so that every ring step has a matmul
+    to overlap. One product of the gathered operand, or the whole product made before the
+    ring, does nY blocks' work at once, after (or before) all the communication."""
+
+    flops: Size
+    what: str
+    why: str = ""
+
+    def describe(self) -> str:
+        return f"each matmul at most {self.what}"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        if analysis.largest_matmul is None:
+            return []
+        limit = _size(self.flops, case)
+        if analysis.largest_matmul <= limit:
+            return []
+        times = analysis.largest_matmul / limit if limit else float("inf")
+        return [f"one matmul in the program does {analysis.largest_matmul:,.0f} FLOPs per device at once, "
+                f"{times:.3g} times one ring step's; allowed: at most {limit:,} ({self.what}). Multiply each block "
+                f"inside the ring, one per step, so that its communication overlaps the compute."
+                f"{' ' + self.why if self.why else ''}"]
+
+
+@dataclasses.dataclass(frozen=True)
 class AllOf:
     """Every one of `rules` must hold."""
 

@@ -47,6 +47,8 @@ EXPECTED = {
     "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),
     "shard_map_over_x_only": (10, {}),
     "identity_shard_map": (9, {"shard_average_shard_map": r"must do its work inside its shard_map"}),
+    "adds_of_slices_outside": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
+                                   "block_average_shard_map": r"computes around it \(add of slices"}),
     "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
     "loop_while_tracing": (8, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
     "memory_hog": (10, {}),

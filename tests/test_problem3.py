@@ -345,9 +345,30 @@ def test_a_wrong_designs_estimate_differs_from_the_right_ones(mesh_2x4):
     assert estimated[0] != estimated[1]
 
 
+@pytest.mark.parametrize("name, functions", [("gather_then_matmul", ["allgather_matmul", "transformer_block"]),
+                                             ("reducescatter_product_outside", ["reducescatter_matmul"])])
+def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, functions):
+    """A ring of permutes that only gathers A (one matmul of the whole gathered operand after
+    it), and a reduce-scatter ring beside the whole partial product made by jax.jit outside the
+    shard_map: the permute count and sizes right, values right, and the rule lost on every mesh
+    with a ring (nY >= 2), naming the matmul that does nY steps' work at once."""
+    result = grade(name, only=functions)
+    for function in functions:
+        part = result.part(function)
+        for c in part.cases:
+            ring = c.case.mesh[1] >= 2
+            assert c.values_ok and c.rule_ok == (not ring), (function, c.case.label, c.problems)
+            if ring:
+                assert re.search(r"one matmul in the program does [\d,]+ FLOPs per device at once, [\d.]+ times "
+                                 r"one ring step's; allowed: at most [\d,]+ \(one ring step's block product",
+                                 "; ".join(c.problems)), c.problems
+        assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem3 graded above?"""
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
               "hardcoded_ny", "no_pcast", "gelu_erf", "relu_block", "padded_pieces", "wrong_psum_axis",
-              "wrong_psum_axis_checked", "ring_walks_the_other_way", "missing_callee"}
+              "wrong_psum_axis_checked", "ring_walks_the_other_way", "missing_callee", "gather_then_matmul",
+              "reducescatter_product_outside"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested

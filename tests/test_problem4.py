@@ -326,9 +326,25 @@ def test_a_module_of_the_answer_cells_grades_as_the_notebook(grade, tmp_path):
     assert {p.name: p.score for p in module.parts} == {p.name: p.score for p in notebook.parts} == POINTS
 
 
+@pytest.mark.parametrize("name, function", [("gather_then_matmul", "allgather_matmul_bidirectional"),
+                                            ("whole_product_before_the_rings", "reducescatter_matmul_bidirectional")])
+def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, function):
+    """Rings both ways that only gather A (one matmul of the gathered operand after them), and
+    rings both ways passing slices of the whole partial product made before them: halves and
+    directions right, values right, the rule lost on every mesh with a ring (nY >= 2)."""
+    part = grade(name, only=[function]).part(function)
+    for c in part.cases:
+        ring = c.case.mesh[1] >= 2
+        assert c.values_ok and c.rule_ok == (not ring), (c.case.label, c.problems)
+        if ring:
+            assert re.search(r"one matmul in the program does [\d,]+ FLOPs per device at once", "; ".join(c.problems))
+    assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem4 graded above?"""
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
         "one_way", "full_chunks_both_ways", "hardcoded_ny4", "bidir_uneven_split", "gather_phase_one_way",
         "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only", "ring_jumps",
-        "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds", "rings_inside_one_cond"}
+        "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds", "rings_inside_one_cond",
+        "gather_then_matmul", "whole_product_before_the_rings"}

@@ -441,12 +441,35 @@ def test_a_psum_the_compiler_drops_leaves_the_work_to_jit(grade, function, point
     assert judged and all(c.values_ok and not c.rule_ok for c in judged), part.output
 
 
+@pytest.mark.parametrize("function, points", [("total_sum", 1), ("layer_shard_map", 2), ("normalized_convolution", 2)])
+def test_a_sum_written_as_a_scatter_or_slices_outside_the_shard_map_is_jits_work(grade, function, points):
+    """The thrown-away psum again, with jax.jit's work outside written without a reduce or a
+    dot: slices added together, and a scatter-add (which XLA partitions into one all-reduce):
+    the values half only, naming what jax.jit computes."""
+    part = broken(grade, "scatter_add_outside", function, points / 2,
+                  rf"{function} must do its work inside its shard_map, but jax.jit computes around it "
+                  r"\([\w ,]*scatter[\w ,]* outside the shard_map\)")
+    judged = [c for c in part.cases if min(c.case.mesh) > 1]
+    assert judged and all(c.values_ok and not c.rule_ok for c in judged), part.output
+    if function == "total_sum":  # its blocks summed to one number each by slices and adds first
+        assert "add of slices" in part.output
+
+
+def test_place_must_return_an_array_jax_made(grade):
+    """place returning a jax.Array subclass that only describes the blocks a placed array would
+    hold (its shards sliced on the host): refused on every mesh, the message saying what it is."""
+    broken(grade, "place_array_subclass", "place", 0,
+           r"returned a \w+ \(a subclass of jax.Array, not an array JAX made\); expected a jax.Array")
+
+
 def test_the_whole_product_beside_a_constrained_decoy_is_no_split(grade):
     """layer_constrained computing x @ w whole on every device, with the constrained product and
     its one all-reduce over every axis folded in times zero: values right, the communication
     the rule asks for, and the rule lost on every mesh for the matmul work each device does."""
-    for name in ("layer_whole_product_beside_a_decoy", "layer_whole_product_as_multiply_and_sum"):
-        # the second writes the product as a multiply and a sum: no dot instruction to count
+    for name in ("layer_whole_product_beside_a_decoy", "layer_whole_product_as_multiply_and_sum",
+                 "layer_whole_product_as_convolution"):
+        # the second writes the product as a multiply and a sum, the third as a convolution of
+        # x with M filters as wide as K: no dot instruction to count
         part = broken(grade, name, "layer_constrained", 1.0,
                       r"the program's matmuls \(dots, and multiplies and sums\) do [\d,]+ FLOPs per device; "
                       r"allowed: at most [\d,]+ \(each device multiplies only its share\)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import AllOf, Exactly, Forbid, MaxTotalBytes, NeighbourSteps, OnlyKinds, SplitReduction
+from ..rules import AllOf, Exactly, Forbid, LargestMatmul, MaxTotalBytes, NeighbourSteps, OnlyKinds, SplitReduction
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
 VISIBLE_SPLIT = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 18})
@@ -28,6 +28,15 @@ def _block(s):
 NOTHING_CROSSES_X = "The rings run over Y; each row of devices holds its own rows of the result, so nothing crosses X."
 
 
+def _step_flops(s):
+    """FLOPs of one ring step's product, [B/nX, D/nY] @ [D/nY, F/nY] (or, reduce-scattering,
+    [B/nX, F/nY] @ [F/nY, D/nY]): the most one matmul of a collective matmul does at once."""
+    return 2 * (s["B"] // s["nX"]) * (s["D"] // s["nY"]) * (s["F"] // s["nY"])
+
+
+ONE_STEP = LargestMatmul(_step_flops, "one ring step's block product, 2(B/nX)(D/nY)(F/nY) FLOPs")
+
+
 def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
     """`rings` rings of nY-1 collective-permutes over Y, each moving one [B/nX, D/nY] block."""
     count = "nY-1 of them" if rings == 1 else f"{rings}(nY-1) of them ({rings} rings of nY-1)"
@@ -36,8 +45,10 @@ def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
         Exactly("collective-permute", lambda s: rings * (s["nY"] - 1), elements=_block, axes=("Y",)),
         Forbid("collective-permute", axes=("X",), why=NOTHING_CROSSES_X),
         NeighbourSteps("Y"),
+        ONE_STEP,
     ), text=f"collective-permutes only: {count} over Y, each of (B/nX)*(D/nY) elements, each to a "
-            f"neighbour (+1 or -1), counted each time a loop runs them")
+            f"neighbour (+1 or -1), counted each time a loop runs them; each matmul one block's, "
+            f"inside the ring")
 
 
 def gelu(x):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
 from ..rules import (AllOf, BalancedDirections, BothDirections, Exactly, Forbid, HalfBlocks, MaxTotalBytes,
                      NeighbourSteps, OnlyKinds)
-from .problem3 import (BOOK, F32, NOTHING_CROSSES_X, T, W2, W_COLS, W_ROWS, _block, jit_matmul, matmul,
-                       scaled_inputs)
+from .problem3 import (BOOK, F32, NOTHING_CROSSES_X, ONE_STEP, T, W2, W_COLS, W_ROWS, _block, jit_matmul,
+                       matmul, scaled_inputs)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 12, "F": 20})
 """Odd blocks on a ring of 4 (D/nY = 3, F/nY = 5): halves one column apart, where a design that
@@ -23,7 +23,7 @@ def _rows(s):
     return s["B"] // s["nX"]
 
 
-def bidirectional(count, cols, total_bytes=None, what="") -> AllOf:
+def bidirectional(count, cols, total_bytes=None, what="", one_step=True) -> AllOf:
     """Permutes only, over Y to a neighbour, both ways round the ring with the same bytes each way at every step,
     `count` of them (when given), each carrying half a [B/nX, cols] block, and (when given) no
     more bytes than the one-way version."""
@@ -36,6 +36,8 @@ def bidirectional(count, cols, total_bytes=None, what="") -> AllOf:
         rules.append(MaxTotalBytes(total_bytes, what="the one-way version's bytes: the halves of an odd block "
                                                      "are one column apart, and padding both to the wider "
                                                      "one sends more"))
+    if one_step:
+        rules.append(ONE_STEP)
     return AllOf(tuple(rules), text=what)
 
 
@@ -55,7 +57,7 @@ ASSIGNMENT = Assignment(
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
                      "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
-                     "when F/nY is odd); total bytes no more than the one-way version"),
+                     "when F/nY is odd); total bytes no more than the one-way version", one_step=False),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
@@ -69,7 +71,8 @@ ASSIGNMENT = Assignment(
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step: 2(nY-1) of them, each of (B/nX)*(D/nY)/2 elements (within one "
-                     "column when D/nY is odd); total bytes no more than the one-way version"),
+                     "column when D/nY is odd); total bytes no more than the one-way version; each matmul one block's, "
+                     "inside the ring"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -82,7 +85,8 @@ ASSIGNMENT = Assignment(
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step, each carrying half of a [B/nX, D/nY] block (within one row or "
-                     "column when the block is odd); no more bytes than the one-way version"),
+                     "column when the block is odd); no more bytes than the one-way version; each matmul one block's, "
+                     "inside the ring"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
     ),
