@@ -250,9 +250,9 @@ class ProgramAnalysis:
     without a dot (a multiply and a sum, or a loop of multiply-adds) shows here, and so does a
     small dot that XLA rewrites that way."""
     largest_matmul: float | None = None
-    """The most matmul work one instruction does in one run, in FLOPs per device (a dot or a
-    convolution; a multiply or a reduce counted at twice its elements): a collective matmul
-    multiplies one block per ring step, never the gathered operand or the whole product."""
+    """The most matmul work one dot or convolution does in one run, in FLOPs per device: a
+    collective matmul multiplies one block per ring step, never the gathered operand or the
+    whole product."""
     mesh_shape: tuple[int, ...] = ()
     """The mesh's shape (empty when not known)."""
     axis_names: tuple[str, ...] = ()
@@ -587,8 +587,8 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
     window and input features contracted). Vector (`ProgramAnalysis.vector_flops`): the
     elements of every multiply's result and of every reduce's input. Inside fusions too, times
     how often each computation runs (a loop whose trip count is unknown counts once). The
-    largest (`ProgramAnalysis.largest_matmul`): one instruction's work in one run, a multiply
-    or a reduce counted twice, as its part of a product written as a multiply and a sum."""
+    largest (`ProgramAnalysis.largest_matmul`): one dot's or convolution's work in one run (not
+    a multiply or a reduce: summing the steps' stacked results is no matmul)."""
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     flops: dict[str, float] = defaultdict(float)
@@ -610,7 +610,6 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
             else:
                 continue
             vector += elements * runs
-            largest = max(largest, 2.0 * elements)
     return tuple(sorted(flops.items())), vector, largest
 
 

@@ -592,7 +592,7 @@ class MaxMatmulFlops:
 
 @dataclasses.dataclass(frozen=True)
 class LargestMatmul:
-    """No one instruction does more than `flops` of matmul work per device in one run
+    """No one dot or convolution does more than `flops` per device in one run
     (`ProgramAnalysis.largest_matmul`): a collective matmul multiplies each block as it arrives
     (or makes each partial block just before it is sent), so that every ring step has a matmul
     to overlap. One product of the gathered operand, or the whole product made before the
