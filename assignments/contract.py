@@ -382,8 +382,9 @@ COMBINING_OPS = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.mul
                            "stablehlo.xor", "stablehlo.power", "stablehlo.remainder", "stablehlo.atan2"})
 """Elementwise arithmetic: work when it combines two pieces sliced out of the data (a sum
 written as slices and adds), a tidying when it divides a result by a count or adds a bias."""
-_RESHAPING_OPS = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.transpose",
-                            "stablehlo.bitcast_convert", "stablehlo.broadcast_in_dim"})
+_CARRYING_SLICES = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.transpose",
+                              "stablehlo.bitcast_convert", "stablehlo.broadcast_in_dim"}) | COMBINING_OPS
+"""What a piece sliced out of the data stays a piece through: reshapes, casts, arithmetic."""
 
 
 def _from_slices(value, seen: dict) -> bool:
@@ -391,16 +392,14 @@ def _from_slices(value, seen: dict) -> bool:
     such pieces), within its own function?"""
     from jax._src.lib.mlir import ir
 
-    value = value.maybe_downcast() if hasattr(value, "maybe_downcast") else value
+    value = value.maybe_downcast()  # as DataFlow reads values
     if not isinstance(value, ir.OpResult):
         return False
-    owner = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    owner = value.owner.operation
     key = id(owner)
     if key not in seen:
-        seen[key] = False  # a cycle (none in SSA, but be safe) is no slice
-        name = owner.name
-        seen[key] = name in SLICING_OPS or (name in _RESHAPING_OPS | COMBINING_OPS
-                                            and any(_from_slices(o, seen) for o in owner.operands))
+        seen[key] = owner.name in SLICING_OPS or (owner.name in _CARRYING_SLICES
+                                                  and any(_from_slices(o, seen) for o in owner.operands))
     return seen[key]
 
 
