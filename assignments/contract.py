@@ -326,6 +326,19 @@ class DataFlow:
         """Positions of the entry function's arguments that `values` are computed from."""
         return frozenset(n for n in map(self._entry_argument, self._back(values)) if n is not None)
 
+    def carried_sources(self, values) -> frozenset[int]:
+        """Positions of the entry function's arguments that `values` carry as they are: found
+        without going back through a product (`is_product`: a matmul, a convolution, a sum of
+        products), which makes results out of an argument rather than moving it. Reshapes,
+        casts, bits reinterpreted and arithmetic with other data all still carry it."""
+        return frozenset(n for n in map(self._entry_argument, self._back(values, stop=is_product))
+                         if n is not None)
+
+    def only_through(self, values, operations: frozenset[str]) -> bool:
+        """Are `values` the program's arguments passed on through `operations` alone?"""
+        return all(isinstance(v, self.ir.BlockArgument) or v.owner.operation.name in operations
+                   for v in self._back(values))
+
     def from_split_data(self, values) -> bool:
         """Are `values` computed from data split over the devices: an argument of the entry
         function, or a result of a shard_map, whose sharding splits a dimension? (A shard_map's
@@ -334,7 +347,7 @@ class DataFlow:
         for v in self._back(values, stop=lambda v: self._shard_map_result(v) is not None):
             n, shard_map = self._entry_argument(v), self._shard_map_result(v)
             if n is not None:
-                attrs = _arg_attrs(v.owner.owner.operation)
+                attrs = arg_attrs(v.owner.owner.operation)
                 if n < len(attrs) and _is_sharded(attrs[n]):
                     return True
             elif shard_map is not None:
@@ -369,6 +382,25 @@ class DataFlow:
         if owner.name == "sdy.manual_computation":
             return self._returned(owner.regions[0], k)
         return list(owner.operands)
+
+
+PRODUCT_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution",
+                         "stablehlo.ragged_dot", "chlo.ragged_dot"})
+
+
+def is_product(value) -> bool:
+    """Is `value` a product: a matmul or convolution, or a sum of elementwise products (a
+    matmul written as a multiply and a reduce)?"""
+    from jax._src.lib.mlir import ir
+
+    if not isinstance(value, ir.OpResult):
+        return False
+    owner = value.owner.operation
+    if owner.name in PRODUCT_OPS:
+        return True
+    return owner.name == "stablehlo.reduce" and any(
+        isinstance(o := v.maybe_downcast(), ir.OpResult) and o.owner.operation.name == "stablehlo.multiply"
+        for v in owner.operands)
 
 
 WORK_OPS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.dot_general", "stablehlo.dot",
@@ -447,7 +479,7 @@ def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
     return frozenset(outside)
 
 
-def _arg_attrs(function) -> list[str]:
+def arg_attrs(function) -> list[str]:
     """Each argument's attributes of a func.func, as text."""
     from jax._src.lib.mlir import ir
 

@@ -10,13 +10,14 @@ import dataclasses
 import functools
 import re
 import warnings
+from typing import NamedTuple
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_leaves, map_args, program_ops,
-                       style_shows, uses_shard_map, work_outside_shard_map)
+from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_attrs, arg_leaves, map_args,
+                       program_ops, style_shows, uses_shard_map, work_outside_shard_map)
 from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
 
@@ -257,11 +258,21 @@ COLLECTIVE_OPS = frozenset("stablehlo." + op for op in ("all_reduce", "all_gathe
 """The collectives of a lowered (StableHLO) program."""
 
 
+class WrittenCollective(NamedTuple):
+    op: str
+    """``all_gather``, ``all_to_all``, ..."""
+    axes: frozenset[str]
+    sources: tuple[frozenset[int], ...]
+    """Each operand's sources (`DataFlow.sources`)."""
+    carried: tuple[frozenset[int], ...]
+    """The arguments each operand carries as they are, not as results of a product
+    (`DataFlow.carried_sources`)."""
+
+
 @functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]
-                        ) -> list[tuple[str, frozenset[str], tuple[frozenset[int], ...]]]:
-    """(Operation, mesh axes, sources of each operand) of each collective of a lowered program
-    (``all_gather``, ...), parsed once per program as `program_ops` parses. Its replica
+def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]) -> list[WrittenCollective]:
+    """Each collective of a lowered program (``all_gather``, ...), parsed once per program as
+    `program_ops` parses. Its replica
     groups are device lists (``dense<[[0, 4], ...]>``) or, on newer JAX, the mesh's axes by
     name (``#stablehlo.replica_group_mesh_axes<..., axes = [#stablehlo.axis_ref<name =
     "X">]>``); none at all means every device; a permute's axes are those its pairs cross.
@@ -271,7 +282,7 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
-    found: list[tuple[str, frozenset[str], tuple[frozenset[int], ...]]] = []
+    found: list[WrittenCollective] = []
     with mlir.make_ir_context():
         module = ir.Module.parse(stablehlo_text)
         flow = DataFlow(module)
@@ -289,8 +300,63 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]
                 axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
             else:
                 axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(attrs[key])) if a in MESH_AXES}
-            found.append((operation.name.removeprefix("stablehlo."), frozenset(axes),
-                          tuple(flow.sources([v]) for v in operation.operands)))
+            found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
+                                           tuple(flow.sources([v]) for v in operation.operands),
+                                           tuple(flow.carried_sources([v]) for v in operation.operands)))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit)
+    return found
+
+
+class ShardMapInput(NamedTuple):
+    carried: frozenset[int]
+    """The arguments this input carries as they are (`DataFlow.carried_sources`)."""
+    as_it_arrives: bool
+    """Is it an argument itself, through reshapes, casts, calls and sharding constraints only
+    (nothing jax.jit computes from it outside the shard_map)?"""
+    split: frozenset[str]
+    """The mesh axes its in_specs split it over."""
+    left_whole: frozenset[str]
+    """The axes its arguments' own shardings split a dimension over that its in_specs leave
+    whole on that dimension (jax.jit gathers them over those axes at the boundary)."""
+
+
+PASSING_OPS = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.bitcast_convert", "func.call",
+                         "sdy.sharding_constraint", "stablehlo.optimization_barrier"})
+"""What leaves an argument as it is: reshapes, casts, calls, a reshard."""
+
+
+@functools.lru_cache(maxsize=16)
+def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
+    """Each input of each shard_map (Shardy's manual computation) of a lowered program."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    def dims(text: str) -> list[frozenset[str]]:
+        return [frozenset(re.findall(r'"(\w+)"', d)) for d in re.findall(r"\{[^{}]*\}", text)]
+
+    found = []
+    with mlir.make_ir_context():
+        module = ir.Module.parse(stablehlo_text)
+        flow = DataFlow(module)
+        entry = {n: dims(sharding.group(1)) for f in flow.functions.values() if flow.is_entry(f)
+                 for n, attrs in enumerate(arg_attrs(f))
+                 if (sharding := re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]", attrs))}
+
+        def visit(operation):
+            operation = operation.operation
+            if operation.name != "sdy.manual_computation":
+                return ir.WalkResult.ADVANCE
+            specs = re.findall(r"<@[\w.]+, \[(.*?)\]", str(operation.attributes["in_shardings"])) \
+                if "in_shardings" in operation.attributes else []
+            for k, value in enumerate(operation.operands):
+                spec = dims(specs[k]) if k < len(specs) else []
+                carried = flow.carried_sources([value])
+                left_whole = frozenset(axis for n in carried for d, axes in enumerate(entry.get(n, ()))
+                                       for axis in axes if d >= len(spec) or axis not in spec[d])
+                found.append(ShardMapInput(carried, flow.only_through([value], PASSING_OPS),
+                                           frozenset().union(*spec), left_whole))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
@@ -329,12 +395,24 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     if part.stays_on and judged:
         arg, axis = part.stays_on
         of = [a.name for a in part.args].index(arg)
-        moved = sorted({op for op, axes, sources in written_collectives(stablehlo_text, case.mesh)
-                        if axis in axes and any(_alone(s, of, part) for s in sources)})
+        moved = sorted({c.op for c in written_collectives(stablehlo_text, case.mesh)
+                        if axis in c.axes and any(of in carried for carried in c.carried)})
         if moved:
             return [f"{part.name} must keep {arg} where it lives, but its {', '.join(moved)} over {axis} carries "
-                    f"what is computed from {arg} alone (in any type: bits reinterpreted still count). Each "
-                    f"expert's matrix stays on its row: send the tokens to the experts, and their results back."]
+                    f"{arg} itself (not multiplied by the tokens; reshaped, retyped or added to other data "
+                    f"still counts). Each expert's matrix stays on its row: send the tokens to the experts, "
+                    f"and their results back."]
+        inputs = [i for i in shard_map_inputs(stablehlo_text) if of in i.carried]
+        if not all(i.as_it_arrives for i in inputs):
+            return [f"{part.name} must keep {arg} where it lives, but its shard_map takes what jax.jit built from "
+                    f"{arg} around it (sliced, broadcast or combined with other data), which jax.jit may move "
+                    f"between rows. Pass {arg} into the shard_map as it arrives, so each row keeps its experts: "
+                    f"send the tokens to the experts, and their results back."]
+        if any(axis not in i.split or axis in i.left_whole for i in inputs):
+            return [f"{part.name} must keep {arg} where it lives, but its shard_map's in_specs do not split "
+                    f"{arg} over {axis} as {arg} arrives: jax.jit then gathers every row's experts onto each "
+                    f"device at the shard_map's boundary. Give {arg} the in_specs of its own sharding, so each "
+                    f"row keeps its experts: send the tokens to the experts, and their results back."]
     if not (part.writes and judged):
         return []
     written = WRITTEN.get(part.writes, part.writes)
@@ -345,9 +423,9 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     collectives = [c for c in written_collectives(stablehlo_text, case.mesh) if c[0] == part.writes]
     if not part.writes_over:
         return []
-    over = [sources[0] for _, axes, sources in collectives if part.writes_over in axes and sources]
+    over = [c.sources[0] for c in collectives if part.writes_over in c.axes and c.sources]
     if not over:
-        seen = " and ".join(sorted(set().union(*(axes for _, axes, _ in collectives)))) or "no axis"
+        seen = " and ".join(sorted(set().union(*(c.axes for c in collectives)))) or "no axis"
         return [f"{part.name} must call {written} over {part.writes_over} inside its shard_map, but its {written} "
                 f"runs over {seen} only. Gather the tokens over {part.writes_over} yourself: in_specs that "
                 f"replicate an input over {part.writes_over} make jax.jit gather that input (all of it) at the "

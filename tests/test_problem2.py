@@ -621,17 +621,48 @@ def test_results_gathered_over_x_are_named_as_results(grade):
             assert "gathered everywhere" not in text
 
 
-def test_experts_gathered_by_replicated_in_specs_are_no_gather_of_the_tokens(grade):
-    """W's in_specs replicated over X, so jax.jit gathers all experts at the shard_map's boundary,
-    and the body's own all_gather runs over Y only: values right, the rule lost on every mesh
-    (seen where both axes have two devices or more), naming the missing all-gather over X."""
+IN_SPECS = "must keep W where it lives, but its shard_map's in_specs do not split W over X as W arrives"
+CARRIES_W = "must keep W where it lives, but its {op} over X carries W itself (not multiplied by the tokens"
+
+
+@pytest.mark.parametrize("file", ["experts_replicated_in_specs", "experts_replicated_decoy_gather"])
+def test_experts_gathered_by_replicated_in_specs_are_no_gather_of_the_tokens(grade, file):
+    """W's in_specs replicated over X, so jax.jit gathers all experts at the shard_map's boundary;
+    the body's own all_gather runs over Y only, or (a decoy) gathers the tokens over X and slices
+    each device's own back out. Values right, the rule lost on every mesh (seen where both axes
+    have two devices or more), naming the in_specs."""
     names = ["moe_allgather", "moe_allgather_x"]
-    result = grade("experts_replicated_in_specs", only=names)
+    result = grade(file, only=names)
     for name in names:
         part = result.part(name)
         assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output
-        assert f"{name} must call jax.lax.all_gather over X inside its shard_map, but its jax.lax.all_gather " \
-               f"runs over Y only" in part.output
+        assert f"{name} {IN_SPECS}" in part.output
+
+
+def test_a_gather_over_y_only_is_no_gather_over_x():
+    """A shard_map that keeps W where it lives but gathers the tokens over Y only is told that it
+    must gather them over X (read from the lowered program, before any values)."""
+    import jax
+
+    from assignments import make_mesh, setup_devices
+    from assignments.evaluate import _style_problems
+    from jax.sharding import PartitionSpec as P
+
+    setup_devices(8)
+    part, case = ASSIGNMENT.part("moe_allgather"), cases_of("moe_allgather")[0]
+    mesh = make_mesh(case.mesh)
+    W, A, B = hidden_inputs(ASSIGNMENT, part, case, 0)
+
+    def body(w, a, b):
+        return jax.lax.all_gather(a, "Y", axis=1, tiled=True) @ w[0]
+
+    program = jax.shard_map(body, mesh=mesh, in_specs=(P("X", None, "Y"), P("X", "Y"), P("X")),
+                            out_specs=P("X", "Y"))
+    text = jax.jit(program).lower(W, A, B).as_text()
+    assert _style_problems(part, case, text) == [
+        "moe_allgather must call jax.lax.all_gather over X inside its shard_map, but its jax.lax.all_gather "
+        "runs over Y only. Gather the tokens over X yourself: in_specs that replicate an input over X make "
+        "jax.jit gather that input (all of it) at the shard_map's boundary instead."]
 
 
 def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
@@ -644,24 +675,44 @@ def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
     for name in names:
         part = result.part(name)
         assert all(c.values_ok and not c.rule_ok for c in part.cases), part.output
-        assert f"{name} must keep W where it lives, but its all_gather over X carries what is computed " \
-               f"from W alone" in part.output
+        assert f"{name} {CARRIES_W.format(op='all_gather')}" in part.output
 
 
-def test_experts_that_cross_x_in_any_disguise_are_refused(grade):
-    """Experts sent over X by an all_to_all used as an all-gather (moe_all_to_all), or as int32
-    pieces smaller than an expert's slice in integer psums beside a decoy all_to_all of the
-    tokens (moe_topk, moe_all_to_all_x): the byte bound and the per-run integer rule are met,
-    but what crosses X is computed from W alone. Values right; the rule lost wherever X has
-    two rows or more, the collective named."""
-    names = {"moe_all_to_all": "all_to_all", "moe_topk": "all_reduce", "moe_all_to_all_x": "all_reduce"}
-    result = grade("experts_cross_x", only=list(names))
-    for name, op in names.items():
+@pytest.mark.parametrize("file, ops", [
+    # an all_to_all used as an all-gather; int32 pieces of each expert in integer psums
+    ("experts_cross_x", {"moe_all_to_all": "all_to_all", "moe_topk": "all_reduce", "moe_all_to_all_x": "all_reduce"}),
+    # the operand made to depend on A too (w + 0 * a token)
+    ("experts_tainted_gathered", {"moe_allgather": "all_gather", "moe_allgather_x": "all_gather"}),
+    ("experts_tainted_all_to_all", {"moe_all_to_all": "all_to_all", "moe_topk": "all_to_all",
+                                    "moe_all_to_all_x": "all_to_all"}),
+])
+def test_experts_that_cross_x_in_any_disguise_are_refused(grade, file, ops):
+    """Experts sent over X in disguise, beside a decoy collective of the tokens, so that the byte
+    bound, the per-run integer rule and the gather of the tokens are met: by an all_to_all used
+    as an all-gather, as int32 pieces smaller than an expert's slice, or with an operand made to
+    depend on the tokens too. What crosses X still carries W itself, not multiplied by the
+    tokens. Values right; the rule lost wherever X has two rows or more, the collective named."""
+    result = grade(file, only=list(ops))
+    for name, op in ops.items():
         part = result.part(name)
         assert all(c.values_ok for c in part.cases), part.output
         assert all(not c.rule_ok for c in part.cases if c.case.mesh[0] >= 2), part.output
-        assert f"{name} must keep W where it lives, but its {op} over X carries what is computed from W alone" \
-            in part.output
+        assert f"{name} {CARRIES_W.format(op=op)}" in part.output
+
+
+def test_experts_moved_by_jit_around_the_shard_map_are_refused(grade):
+    """Each row's experts broadcast and resharded by jax.jit before the shard_map (XLA's
+    partitioner moves them over X with an all-to-all no line of the shard_map writes), a decoy
+    all_to_all of the tokens inside: the shard_map takes what jax.jit built from W, not W as it
+    arrives. Values right; the rule lost wherever X has two rows or more."""
+    names = ["moe_all_to_all", "moe_topk", "moe_all_to_all_x"]
+    result = grade("experts_moved_by_jit", only=names)
+    for name in names:
+        part = result.part(name)
+        assert all(c.values_ok for c in part.cases), part.output
+        assert all(not c.rule_ok for c in part.cases if c.case.mesh[0] >= 2), part.output
+        assert f"{name} must keep W where it lives, but its shard_map takes what jax.jit built from W around " \
+               f"it" in part.output
 
 
 def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
@@ -695,7 +746,7 @@ def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
     for body, carried in ((chunks, {1}), (experts, {0})):
         program = jax.shard_map(body, mesh=mesh, in_specs=(P("X", None, "Y"), P("X", "Y")), out_specs=P("X", "Y"))
         gathers = written_collectives(jax.jit(program).lower(W, A).as_text(), (2, 4))
-        assert [set(sources[0]) for op, axes, sources in gathers if op == "all_gather" and "X" in axes] == [carried], \
+        assert [set(c.sources[0]) for c in gathers if c.op == "all_gather" and "X" in c.axes] == [carried], \
             (body.__name__, gathers)
 
 
@@ -724,6 +775,7 @@ def test_visible_checks_meet_the_fragile_designs():
 TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "topk_sum",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
+          "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",
           "topk_over_distinct_experts"}
 
 
