@@ -587,8 +587,9 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
     window and input features contracted). Vector (`ProgramAnalysis.vector_flops`): the
     elements of every multiply's result and of every reduce's input. Inside fusions too, times
     how often each computation runs (a loop whose trip count is unknown counts once). The
-    largest (`ProgramAnalysis.largest_matmul`): one dot's or convolution's work in one run (not
-    a multiply or a reduce: summing the steps' stacked results is no matmul)."""
+    largest (`ProgramAnalysis.largest_matmul`): one matmul's work in one run: a dot's, a
+    convolution's, or a sum of a product (a matmul written as a multiply and a reduce), not any
+    other reduce (summing the steps' stacked results is no matmul)."""
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     flops: dict[str, float] = defaultdict(float)
@@ -607,6 +608,9 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
                 elements = inst.shapes[0].elements
             elif inst.opcode == "reduce":
                 elements = sum(s.elements for s in _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)])
+                if any(by_name[o].opcode == "multiply" for o in inst.operands[:max(len(inst.operands) // 2, 1)]
+                       if o in by_name):
+                    largest = max(largest, 2.0 * elements)
             else:
                 continue
             vector += elements * runs

@@ -310,3 +310,53 @@ def test_every_array_type_counts_by_its_bits(dtype, bytes_each):
     text = ASYNC_AND_TUPLE.replace("f32[8,4]", f"{dtype}[8,64]")
     permute = next(c for c in analyze_text(text, MESH_SHAPE, AXES).collectives if c.kind == "collective-permute")
     assert permute.operands[0].dtype == dtype and permute.bytes == 8 * 64 * bytes_each
+
+
+MATMULS = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%product (p0: f32[8,16], p1: f32[16,4]) -> f32[8,4] {
+  %p0 = f32[8,16]{1,0} parameter(0)
+  %p1 = f32[16,4]{1,0} parameter(1)
+  %b0 = f32[8,16,4]{2,1,0} broadcast(%p0), dimensions={0,1}
+  %b1 = f32[8,16,4]{2,1,0} broadcast(%p1), dimensions={1,2}
+  %m = f32[8,16,4]{2,1,0} multiply(%b0, %b1)
+  %z = f32[] constant(0)
+  ROOT %r = f32[8,4]{1,0} reduce(%m, %z), dimensions={1}, to_apply=%add
+}
+
+%stacked (p: f32[6,8,4]) -> f32[8,4] {
+  %p = f32[6,8,4]{2,1,0} parameter(0)
+  %z = f32[] constant(0)
+  ROOT %r = f32[8,4]{1,0} reduce(%p, %z), dimensions={0}, to_apply=%add
+}
+
+ENTRY %main (a: f32[8,16], w: f32[16,4], s: f32[6,8,4], v: f32[16,2]) -> (f32[8,2], f32[8,4], f32[8,4]) {
+  %a = f32[8,16]{1,0} parameter(0)
+  %w = f32[16,4]{1,0} parameter(1)
+  %s = f32[6,8,4]{2,1,0} parameter(2)
+  %v = f32[16,2]{1,0} parameter(3)
+  %d = f32[8,2]{1,0} dot(%a, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %f = f32[8,4]{1,0} fusion(%a, %w), kind=kLoop, calls=%product
+  %g = f32[8,4]{1,0} fusion(%s), kind=kLoop, calls=%stacked
+  ROOT %t = (f32[8,2]{1,0}, f32[8,4]{1,0}, f32[8,4]{1,0}) tuple(%d, %f, %g)
+}
+"""
+
+
+def test_a_matmul_written_as_a_multiply_and_a_sum_is_a_matmul():
+    """A collective matmul's whole product written as a broadcast multiply and a sum over the
+    contracted dimension (no dot) evaded the one-block-per-step rule. Is the sum of a product
+    read as a matmul of its work (2 x 8 x 16 x 4 FLOPs, above the dot's 2 x 8 x 16 x 2), and a sum of
+    stacked results (no multiply under it) not?"""
+    from assignments.hlo import work_from_text
+
+    _, _, largest = work_from_text(MATMULS)
+    assert largest == 2 * 8 * 16 * 4
+    _, _, largest = work_from_text(MATMULS.replace("multiply(%b0, %b1)", "add(%b0, %b1)"))
+    assert largest == 2 * 8 * 16 * 2

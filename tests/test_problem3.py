@@ -346,12 +346,14 @@ def test_a_wrong_designs_estimate_differs_from_the_right_ones(mesh_2x4):
 
 
 @pytest.mark.parametrize("name, functions", [("gather_then_matmul", ["allgather_matmul", "transformer_block"]),
+                                             ("gather_then_multiply_and_sum", ["allgather_matmul"]),
                                              ("reducescatter_product_outside", ["reducescatter_matmul"])])
 def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, functions):
     """A ring of permutes that only gathers A (one matmul of the whole gathered operand after
-    it), and a reduce-scatter ring beside the whole partial product made by jax.jit outside the
-    shard_map: the permute count and sizes right, values right, and the rule lost on every mesh
-    with a ring (nY >= 2), naming the matmul that does nY steps' work at once."""
+    it, as a dot or as a multiply and a sum), and a reduce-scatter ring beside the whole partial
+    product made by jax.jit outside the shard_map: the permute count and sizes right, values
+    right, and the rule lost on every mesh with a ring (nY >= 2), naming the matmul that does
+    nY steps' work at once."""
     result = grade(name, only=functions)
     for function in functions:
         part = result.part(function)
@@ -370,5 +372,5 @@ def test_every_corpus_file_is_tested():
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
               "hardcoded_ny", "no_pcast", "gelu_erf", "relu_block", "padded_pieces", "wrong_psum_axis",
               "wrong_psum_axis_checked", "ring_walks_the_other_way", "missing_callee", "gather_then_matmul",
-              "reducescatter_product_outside"}
+              "gather_then_multiply_and_sum", "reducescatter_product_outside"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
