@@ -133,13 +133,14 @@ class Part:
     appear only when XLA partitions the program, so an identity shard_map with jax.jit doing
     the work around it lowers without one."""
     writes_of: str | None = None
-    """The argument whose data that collective carries (the tokens A): what it sends must be
-    computed from this argument and from no other float one (not the experts W gathered to
-    the tokens), by the lowered program's data flow (`evaluate.written_collectives`)."""
+    """The argument whose data that collective carries (the tokens A): one of them over
+    `writes_over` must carry this argument as it is, not only products of it or integers
+    (`DataFlow.carried_sources`, read from the lowered program by `evaluate.written_collectives`)."""
     stays_on: tuple[str, str] | None = None
     """(An argument, a mesh axis): no collective the submission writes carries, over that axis,
-    a value computed from that argument and from no other float one (the experts W never cross
-    X: the tokens travel to them), by the lowered program's data flow."""
+    that argument as it is (`DataFlow.carried_sources`: the experts W never cross X, only their
+    products with the tokens), and every shard_map takes it as it arrives, split over that axis
+    as its own sharding splits it (`evaluate.shard_map_inputs`)."""
     work_in_shard_map: bool = False
     """For a shard_map part: its sums, matmuls and convolutions run inside the shard_map, not
     in jax.jit around an identity shard_map (or one whose psum the compiler drops)."""

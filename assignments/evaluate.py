@@ -313,23 +313,28 @@ class ShardMapInput(NamedTuple):
     carried: frozenset[int]
     """The arguments this input carries as they are (`DataFlow.carried_sources`)."""
     as_it_arrives: bool
-    """Is it an argument itself, through reshapes, casts, calls and sharding constraints only
-    (nothing jax.jit computes from it outside the shard_map)?"""
+    """Is it an argument itself, through reshapes, transposes, casts, calls and sharding
+    constraints only (nothing jax.jit computes from it outside the shard_map)?"""
     split: frozenset[str]
     """The mesh axes its in_specs split it over."""
     left_whole: frozenset[str]
-    """The axes its arguments' own shardings split a dimension over that its in_specs leave
-    whole on that dimension (jax.jit gathers them over those axes at the boundary)."""
+    """Where it keeps its argument's dimensions (no reshape or transpose between them): the axes
+    the argument's own sharding splits a dimension over that its in_specs leave whole on that
+    dimension (jax.jit gathers the argument over those axes at the boundary)."""
 
 
-PASSING_OPS = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.bitcast_convert", "func.call",
-                         "sdy.sharding_constraint", "stablehlo.optimization_barrier"})
-"""What leaves an argument as it is: reshapes, casts, calls, a reshard."""
+SAME_DIMENSIONS_OPS = frozenset({"stablehlo.convert", "stablehlo.bitcast_convert", "func.call",
+                                 "sdy.sharding_constraint", "stablehlo.optimization_barrier"})
+"""What leaves an argument as it is, dimension for dimension: casts, calls, a reshard."""
+PASSING_OPS = SAME_DIMENSIONS_OPS | {"stablehlo.reshape", "stablehlo.transpose"}
+"""What leaves an argument's values as they are: those, and reshapes and transposes."""
 
 
 @functools.lru_cache(maxsize=16)
 def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
-    """Each input of each shard_map (Shardy's manual computation) of a lowered program."""
+    """Each input of each outermost shard_map (Shardy's manual computation) of a lowered
+    program: one nested in another (or in a function a shard_map calls) takes what the outer
+    one's body computed on its own devices, where jax.jit moves nothing."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
@@ -343,6 +348,23 @@ def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
         entry = {n: dims(sharding.group(1)) for f in flow.functions.values() if flow.is_entry(f)
                  for n, attrs in enumerate(arg_attrs(f))
                  if (sharding := re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]", attrs))}
+        inside: set[str] = set()  # the functions a shard_map's body calls, directly or not
+
+        def calls(operation):
+            operation = operation.operation
+            if operation.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
+                if callee in flow.functions and callee not in inside:
+                    inside.add(callee)
+                    flow.functions[callee].walk(calls)
+            return ir.WalkResult.ADVANCE
+
+        def bodies(operation):
+            if operation.operation.name == "sdy.manual_computation":
+                operation.operation.walk(calls)
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(bodies)
 
         def visit(operation):
             operation = operation.operation
@@ -353,20 +375,17 @@ def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
             for k, value in enumerate(operation.operands):
                 spec = dims(specs[k]) if k < len(specs) else []
                 carried = flow.carried_sources([value])
-                left_whole = frozenset(axis for n in carried for d, axes in enumerate(entry.get(n, ()))
+                same = flow.only_through([value], SAME_DIMENSIONS_OPS)
+                left_whole = frozenset(axis for n in (carried if same else ()) for d, axes in enumerate(entry.get(n, ()))
                                        for axis in axes if d >= len(spec) or axis not in spec[d])
                 found.append(ShardMapInput(carried, flow.only_through([value], PASSING_OPS),
                                            frozenset().union(*spec), left_whole))
-            return ir.WalkResult.ADVANCE
+            return ir.WalkResult.SKIP  # a shard_map inside it is its body's business
 
-        module.operation.walk(visit)
+        for name, function in flow.functions.items():
+            if name not in inside:
+                function.walk(visit, ir.WalkOrder.PRE_ORDER)
     return found
-
-
-def _alone(sources: frozenset[int], of: int, part: Part) -> bool:
-    """Is a value with these sources computed from argument `of` and from no other float one?"""
-    others = {i for i, a in enumerate(part.args) if i != of and a.dtype.startswith("float")}
-    return of in sources and not sources & others
 
 
 def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
@@ -416,35 +435,50 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     if not (part.writes and judged):
         return []
     written = WRITTEN.get(part.writes, part.writes)
+    collectives = [c for c in written_collectives(stablehlo_text, case.mesh) if c.op == part.writes]
+    if part.writes in NAMED_BY_THE_RULE:
+        collectives = [c for c in collectives if part.writes_over in c.axes]
+        if not collectives:
+            return []
     if "stablehlo." + part.writes not in program_ops(stablehlo_text):
         return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
                 f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
                 f"inside the shard_map and write the {written} yourself."]
-    collectives = [c for c in written_collectives(stablehlo_text, case.mesh) if c[0] == part.writes]
     if not part.writes_over:
         return []
-    over = [c.sources[0] for c in collectives if part.writes_over in c.axes and c.sources]
+    over = [c for c in collectives if part.writes_over in c.axes and c.carried]
     if not over:
         seen = " and ".join(sorted(set().union(*(c.axes for c in collectives)))) or "no axis"
         return [f"{part.name} must call {written} over {part.writes_over} inside its shard_map, but its {written} "
-                f"runs over {seen} only. Gather the tokens over {part.writes_over} yourself: in_specs that "
+                f"runs over {seen} only. Send the tokens over {part.writes_over} yourself: in_specs that "
                 f"replicate an input over {part.writes_over} make jax.jit gather that input (all of it) at the "
                 f"shard_map's boundary instead."]
     if part.writes_of is None:
         return []
     names = [a.name for a in part.args]
     of = names.index(part.writes_of)
-    if any(_alone(sources, of, part) for sources in over):
+    if any(of in carried for c in over for carried in c.carried):
         return []
-    carried = sorted({names[i] for sources in over for i in sources if i < len(names)})
-    return [f"{part.name} must call {written} of {part.writes_of} over {part.writes_over} inside its shard_map, "
-            f"but what its {written} over {part.writes_over} carries is computed from "
-            f"{' and '.join(carried) or 'none of the inputs'}. Bring the tokens ({part.writes_of}) to the experts: "
-            f"gathering the experts (W) to the tokens moves the matrices the design keeps in place."]
+    carried = sorted({names[i] for c in over for each in c.carried for i in each if i < len(names)})
+    what = " and ".join(carried) or "no input as it is (products of the inputs, or values made in the program)"
+    return [f"{part.name} must send the tokens ({part.writes_of}) over {part.writes_over} with {written} inside "
+            f"its shard_map, but no {written} over {part.writes_over} carries them: what they carry is {what}. "
+            f"{WRITTEN_HINT[part.writes]}"]
 
 
-WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather"}
+WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather", "all_to_all": "jax.lax.all_to_all"}
 """The jax.lax call that lowers to each collective a part may require (`Part.writes`)."""
+NAMED_BY_THE_RULE = frozenset({"all_to_all"})
+"""Collectives whose absence the part's rule already names, read from the compiled program
+(problem2's `TokensByAllToAll`: "no all-to-all over X moves the tokens"): the style check
+only asks what the written ones over `Part.writes_over` carry."""
+WRITTEN_HINT = {
+    "all_gather": "Bring the tokens to the experts: gathering the experts (W) to the tokens moves the matrices "
+                  "the design keeps in place.",
+    "all_to_all": "Send the tokens themselves to their experts' rows in the all_to_all (not as integers, and not "
+                  "by permutes or psums beside it), and their results back the same way.",
+}
+"""What to do when a part's collective does not carry the argument it must (`Part.writes_of`)."""
 
 
 def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_values: bool) -> list[str]:

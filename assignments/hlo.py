@@ -588,8 +588,8 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
     elements of every multiply's result and of every reduce's input. Inside fusions too, times
     how often each computation runs (a loop whose trip count is unknown counts once). The
     largest (`ProgramAnalysis.largest_matmul`): one matmul's work in one run: a dot's, a
-    convolution's, or a sum of a product (a matmul written as a multiply and a reduce), not any
-    other reduce (summing the steps' stacked results is no matmul)."""
+    convolution's, or a sum of a product (`sum_of_products`: a matmul written as a multiply and
+    a reduce), not any other reduce (summing the steps' stacked results is no matmul)."""
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     flops: dict[str, float] = defaultdict(float)
@@ -608,13 +608,41 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
                 elements = inst.shapes[0].elements
             elif inst.opcode == "reduce":
                 elements = sum(s.elements for s in _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)])
-                if any(by_name[o].opcode == "multiply" for o in inst.operands[:max(len(inst.operands) // 2, 1)]
-                       if o in by_name):
-                    largest = max(largest, 2.0 * elements)
+                product = sum_of_products(inst, by_name)
+                if product is not None:
+                    largest = max(largest, product[1])
             else:
                 continue
             vector += elements * runs
     return tuple(sorted(flops.items())), vector, largest
+
+
+_PASSES_A_PRODUCT = frozenset({"maximum", "minimum", "negate", "abs", "select", "clamp", "convert", "copy", "bitcast",
+                               "bitcast-convert", "reshape", "transpose", "broadcast", "add", "subtract"})
+"""Elementwise ops a product stays a product through on its way to a sum: a split into its
+positive and negative parts, a negation, a cast, a reshape, an added zero."""
+
+
+def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:
+    """(dtype, FLOPs) of a reduce that sums a product (a matmul written as a multiply and a sum,
+    the product perhaps passed through `_PASSES_A_PRODUCT` first): 2 x the elements summed; None
+    for any other instruction."""
+    if inst.opcode != "reduce":
+        return None
+    reduced = inst.operands[:max(len(inst.operands) // 2, 1)]
+    stack, seen = list(reduced), set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        op = by_name[name]
+        if op.opcode == "multiply":
+            shapes = _operand_shapes(inst, by_name)[:len(reduced)]
+            return (shapes[0].dtype if shapes else "f32"), 2.0 * sum(s.elements for s in shapes)
+        if op.opcode in _PASSES_A_PRODUCT:
+            stack += op.operands
+    return None
 
 
 def _operand_shapes(inst: _Instruction, by_name: dict) -> list[ArrayShape]:

@@ -619,6 +619,40 @@ class LargestMatmul:
 
 
 @dataclasses.dataclass(frozen=True)
+class MatmulsInTheRing:
+    """At most `blocks` block products (`flops` each) of matmul work per device run outside the
+    ring: in the program's stages (`ProgramAnalysis.stages`) that run no collective over
+    `axis`. A collective matmul multiplies each block inside the ring, beside the step that
+    moves the next one, so only the first (or last) block's product has no communication beside
+    it; a ring that only moves data, with the products made in a loop of their own before or
+    after it, overlaps nothing. Judged where the ring has two devices or more."""
+
+    axis: str
+    flops: Size
+    blocks: int = 1
+    what: str = "the first or last block's product"
+
+    def describe(self) -> str:
+        return f"matmuls inside the ring, but for {self.what}"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        if case.all_sizes.get(f"n{self.axis}", 1) < 2 or not analysis.stages:
+            return []
+        block = _size(self.flops, case)
+        outside = sum(e.flops * (1 if stage.runs is None else stage.runs)
+                      for stage in analysis.stages
+                      if not any(0 <= e.collective < len(analysis.collectives)
+                                 and self.axis in analysis.collectives[e.collective].axes for e in stage.events)
+                      for e in stage.events if e.collective < 0)
+        if outside <= self.blocks * block * (1 + 1e-9):
+            return []
+        return [f"the program does {outside:,.0f} FLOPs of matmuls per device outside the ring, where no "
+                f"communication runs beside them ({outside / block:.3g} block products); allowed: at most "
+                f"{self.blocks * block:,} ({self.what}). Multiply each block inside the ring's loop, beside the "
+                f"permute that brings (or sends) the next, so that each step's communication overlaps a matmul."]
+
+
+@dataclasses.dataclass(frozen=True)
 class AllOf:
     """Every one of `rules` must hold."""
 

@@ -29,7 +29,7 @@ import dataclasses
 import re
 
 from .hlo import (_BRANCHES, _CALLS, _TRIP, Collective, Event, ProgramAnalysis, Stage, _Instruction,
-                  _parse_module, dot_flops)
+                  _parse_module, dot_flops, sum_of_products)
 
 MAX_EVENTS = 4000
 """A program with more collectives and matmuls than this (a long loop unrolled in Python)
@@ -70,7 +70,7 @@ class _Reader:
     def flops(self, inst: _Instruction, by_name: dict) -> dict[str, float]:
         """Matmul FLOPs by dtype of one instruction, inside what it calls included."""
         total: dict[str, float] = {}
-        own = dot_flops(inst, by_name)
+        own = dot_flops(inst, by_name) or sum_of_products(inst, by_name)
         if own is not None:
             total[own[0]] = own[1]
         for callee, times in self.callees(inst):

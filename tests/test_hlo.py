@@ -358,5 +358,10 @@ def test_a_matmul_written_as_a_multiply_and_a_sum_is_a_matmul():
 
     _, _, largest = work_from_text(MATMULS)
     assert largest == 2 * 8 * 16 * 4
+    # through a negation and a cast on its way to the sum (a split into signs is as much a sum)
+    negated = MATMULS.replace("ROOT %r = f32[8,4]{1,0} reduce(%m, %z)",
+                              "%n = f32[8,16,4]{2,1,0} negate(%m)\n  %c = f32[8,16,4]{2,1,0} convert(%n)\n"
+                              "  ROOT %r = f32[8,4]{1,0} reduce(%c, %z)")
+    assert work_from_text(negated)[2] == 2 * 8 * 16 * 4
     _, _, largest = work_from_text(MATMULS.replace("multiply(%b0, %b1)", "add(%b0, %b1)"))
     assert largest == 2 * 8 * 16 * 2

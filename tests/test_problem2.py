@@ -631,7 +631,7 @@ def test_experts_gathered_by_replicated_in_specs_are_no_gather_of_the_tokens(gra
     the body's own all_gather runs over Y only, or (a decoy) gathers the tokens over X and slices
     each device's own back out. Values right, the rule lost on every mesh (seen where both axes
     have two devices or more), naming the in_specs."""
-    names = ["moe_allgather", "moe_allgather_x"]
+    names = ["moe_allgather", "moe_allgather_x"] if file == "experts_replicated_in_specs" else ["moe_allgather"]
     result = grade(file, only=names)
     for name in names:
         part = result.part(name)
@@ -661,7 +661,7 @@ def test_a_gather_over_y_only_is_no_gather_over_x():
     text = jax.jit(program).lower(W, A, B).as_text()
     assert _style_problems(part, case, text) == [
         "moe_allgather must call jax.lax.all_gather over X inside its shard_map, but its jax.lax.all_gather "
-        "runs over Y only. Gather the tokens over X yourself: in_specs that replicate an input over X make "
+        "runs over Y only. Send the tokens over X yourself: in_specs that replicate an input over X make "
         "jax.jit gather that input (all of it) at the shard_map's boundary instead."]
 
 
@@ -682,9 +682,8 @@ def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
     # an all_to_all used as an all-gather; int32 pieces of each expert in integer psums
     ("experts_cross_x", {"moe_all_to_all": "all_to_all", "moe_topk": "all_reduce", "moe_all_to_all_x": "all_reduce"}),
     # the operand made to depend on A too (w + 0 * a token)
-    ("experts_tainted_gathered", {"moe_allgather": "all_gather", "moe_allgather_x": "all_gather"}),
-    ("experts_tainted_all_to_all", {"moe_all_to_all": "all_to_all", "moe_topk": "all_to_all",
-                                    "moe_all_to_all_x": "all_to_all"}),
+    ("experts_tainted_gathered", {"moe_allgather": "all_gather"}),
+    ("experts_tainted_all_to_all", {"moe_all_to_all": "all_to_all"}),
 ])
 def test_experts_that_cross_x_in_any_disguise_are_refused(grade, file, ops):
     """Experts sent over X in disguise, beside a decoy collective of the tokens, so that the byte
@@ -705,7 +704,7 @@ def test_experts_moved_by_jit_around_the_shard_map_are_refused(grade):
     partitioner moves them over X with an all-to-all no line of the shard_map writes), a decoy
     all_to_all of the tokens inside: the shard_map takes what jax.jit built from W, not W as it
     arrives. Values right; the rule lost wherever X has two rows or more."""
-    names = ["moe_all_to_all", "moe_topk", "moe_all_to_all_x"]
+    names = ["moe_all_to_all"]
     result = grade("experts_moved_by_jit", only=names)
     for name in names:
         part = result.part(name)
@@ -713,6 +712,28 @@ def test_experts_moved_by_jit_around_the_shard_map_are_refused(grade):
         assert all(not c.rule_ok for c in part.cases if c.case.mesh[0] >= 2), part.output
         assert f"{name} must keep W where it lives, but its shard_map takes what jax.jit built from W around " \
                f"it" in part.output
+
+
+def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(grade):
+    """Each round's tokens sent over X by rings of ppermutes, as int32 bits in pieces smaller than
+    an expert's slice, only the results and the ids in all_to_alls: values right; the rule lost
+    wherever X has two rows or more, saying that no all_to_all over X carries the tokens."""
+    names = ["moe_all_to_all", "moe_all_to_all_x"]
+    result = grade("tokens_as_integers_by_permutes", only=names)
+    for name in names:
+        part = result.part(name)
+        assert all(c.values_ok for c in part.cases), part.output
+        assert all(not c.rule_ok for c in part.cases if c.case.mesh[0] >= 2), part.output
+        assert f"{name} must send the tokens (A) over X with jax.lax.all_to_all inside its shard_map, but no " \
+               f"jax.lax.all_to_all over X carries them" in part.output
+
+
+@pytest.mark.parametrize("file", ["nested_shard_maps", "experts_transposed_in_place"])
+def test_experts_kept_on_their_rows_another_way_earn_full_marks(grade, file):
+    """W passed through nested shard_maps (the inner one's in_specs split W over Y only, X being
+    the outer one's), or transposed by jax.jit before the shard_map: no expert moves, full marks."""
+    part = grade(file, only=["moe_all_to_all"]).part("moe_all_to_all")
+    assert part.score == POINTS["moe_all_to_all"], part.output
 
 
 def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
@@ -776,6 +797,7 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",
+          "tokens_as_integers_by_permutes", "nested_shard_maps", "experts_transposed_in_place",
           "topk_over_distinct_experts"}
 
 

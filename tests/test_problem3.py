@@ -347,10 +347,12 @@ def test_a_wrong_designs_estimate_differs_from_the_right_ones(mesh_2x4):
 
 @pytest.mark.parametrize("name, functions", [("gather_then_matmul", ["allgather_matmul", "transformer_block"]),
                                              ("gather_then_multiply_and_sum", ["allgather_matmul"]),
+                                             ("gather_then_split_sign_sum", ["allgather_matmul"]),
                                              ("reducescatter_product_outside", ["reducescatter_matmul"])])
 def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, functions):
     """A ring of permutes that only gathers A (one matmul of the whole gathered operand after
-    it, as a dot or as a multiply and a sum), and a reduce-scatter ring beside the whole partial
+    it, as a dot, or as a multiply and a sum, its positive and negative parts perhaps summed
+    apart), and a reduce-scatter ring beside the whole partial
     product made by jax.jit outside the shard_map: the permute count and sizes right, values
     right, and the rule lost on every mesh with a ring (nY >= 2), naming the matmul that does
     nY steps' work at once."""
@@ -367,10 +369,29 @@ def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, 
         assert part.score < part.max_score
 
 
+def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade):
+    """A ring that only moves data (gathering A, or adding partial blocks all made before it),
+    with every block's product in a loop of its own before or after it: each dot one block's
+    size, values right, but the matmuls outside the ring exceed the first (or last) block's and
+    one a partly unrolled loop may leave out, on every mesh whose ring loops (nY >= 3)."""
+    functions = ["allgather_matmul", "reducescatter_matmul", "transformer_block"]
+    result = grade("blocks_after_the_ring", only=functions)
+    for function in functions:
+        part = result.part(function)
+        for c in part.cases:
+            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (function, c.case.label, c.problems)
+            if c.case.mesh[1] >= 3:
+                assert re.search(r"the program does [\d,]+ FLOPs of matmuls per device outside the ring, where no "
+                                 r"communication runs beside them \([\d.]+ block products\); allowed: at most "
+                                 r"[\d,]+ \(\d block products", "; ".join(c.problems)), c.problems
+        assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem3 graded above?"""
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
               "hardcoded_ny", "no_pcast", "gelu_erf", "relu_block", "padded_pieces", "wrong_psum_axis",
               "wrong_psum_axis_checked", "ring_walks_the_other_way", "missing_callee", "gather_then_matmul",
-              "gather_then_multiply_and_sum", "reducescatter_product_outside"}
+              "gather_then_multiply_and_sum", "gather_then_split_sign_sum", "reducescatter_product_outside",
+              "blocks_after_the_ring"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested

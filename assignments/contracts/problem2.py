@@ -445,14 +445,14 @@ ASSIGNMENT = Assignment(
                  "with jax.lax.all_to_all over X in a jax.lax.while_loop over fixed-size chunks; "
                  "right for any routing.",
             args=(W, A, B), result=OUT, rule=ROUTED, reference=moe,
-            visible_case=VISIBLE, style="shard_map", stays_on=("W", "X"),
+            visible_case=VISIBLE, style="shard_map", stays_on=("W", "X"), writes="all_to_all", writes_over="X", writes_of="A",
         ),
         Part(
             name="moe_topk", points=1,
             task="Top-k routing, B int32[S, k]: Out[i] = mean over j of A[i] @ W[B[i, j]], built on "
                  "the all-to-all version.",
             args=(W, A, B_TOPK), result=OUT, rule=ROUTED, reference=moe,
-            visible_case=VISIBLE_TOPK, style="shard_map", stays_on=("W", "X"),
+            visible_case=VISIBLE_TOPK, style="shard_map", stays_on=("W", "X"), writes="all_to_all", writes_over="X", writes_of="A",
         ),
         Part(
             name="moe_allgather_x", points=1,
@@ -468,7 +468,7 @@ ASSIGNMENT = Assignment(
                  "the row of devices that owns its expert, with jax.lax.all_to_all over X in a "
                  "jax.lax.while_loop over fixed-size chunks; right for any routing.",
             args=(W_X, A_X, B), result=OUT_X, rule=ROUTED_X, reference=moe,
-            visible_case=VISIBLE_X, style="shard_map", stays_on=("W", "X"),
+            visible_case=VISIBLE_X, style="shard_map", stays_on=("W", "X"), writes="all_to_all", writes_over="X", writes_of="A",
         ),
     ),
     written=(

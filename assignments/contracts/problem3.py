@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import AllOf, Exactly, Forbid, LargestMatmul, MaxTotalBytes, NeighbourSteps, OnlyKinds, SplitReduction
+from ..rules import (AllOf, Exactly, Forbid, LargestMatmul, MatmulsInTheRing, MaxTotalBytes, NeighbourSteps, OnlyKinds,
+                     SplitReduction)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
 VISIBLE_SPLIT = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 18})
@@ -37,6 +38,15 @@ def _step_flops(s):
 ONE_STEP = LargestMatmul(_step_flops, "one ring step's block product, 2(B/nX)(D/nY)(F/nY) FLOPs")
 
 
+def in_the_ring(rings: int = 1) -> MatmulsInTheRing:
+    """Every ring's matmuls inside it, but for its first (or last) block's product, and one
+    more block where a partly unrolled loop leaves a step outside it."""
+    first = "the first (or last) block's product" if rings == 1 else f"each of the {rings} rings' first (or last) block"
+    return MatmulsInTheRing("Y", _step_flops, blocks=rings + 1,
+                            what=f"{rings + 1} block products: {first}, and one step a partly unrolled loop may "
+                                 f"leave outside it")
+
+
 def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
     """`rings` rings of nY-1 collective-permutes over Y, each moving one [B/nX, D/nY] block."""
     count = "nY-1 of them" if rings == 1 else f"{rings}(nY-1) of them ({rings} rings of nY-1)"
@@ -46,6 +56,7 @@ def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
         Forbid("collective-permute", axes=("X",), why=NOTHING_CROSSES_X),
         NeighbourSteps("Y"),
         ONE_STEP,
+        in_the_ring(rings),
     ), text=f"collective-permutes only: {count} over Y, each of (B/nX)*(D/nY) elements, each to a "
             f"neighbour (+1 or -1), counted each time a loop runs them; each matmul one block's, "
             f"inside the ring")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
 from ..rules import (AllOf, BalancedDirections, BothDirections, Exactly, Forbid, HalfBlocks, MaxTotalBytes,
                      NeighbourSteps, OnlyKinds)
-from .problem3 import (BOOK, F32, NOTHING_CROSSES_X, ONE_STEP, T, W2, W_COLS, W_ROWS, _block, jit_matmul,
+from .problem3 import (BOOK, F32, NOTHING_CROSSES_X, ONE_STEP, T, W2, W_COLS, W_ROWS, _block, in_the_ring, jit_matmul,
                        matmul, scaled_inputs)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 12, "F": 20})
@@ -37,7 +37,7 @@ def bidirectional(count, cols, total_bytes=None, what="", one_step=True) -> AllO
                                                      "are one column apart, and padding both to the wider "
                                                      "one sends more"))
     if one_step:
-        rules.append(ONE_STEP)
+        rules += [ONE_STEP, in_the_ring()]
     return AllOf(tuple(rules), text=what)
 
 
