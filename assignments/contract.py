@@ -134,8 +134,9 @@ class Part:
     the work around it lowers without one."""
     writes_of: str | None = None
     """The argument whose data that collective carries (the tokens A): one of them over
-    `writes_over` must carry this argument as it is, not only products of it or integers
-    (`DataFlow.carried_sources`, read from the lowered program by `evaluate.written_collectives`)."""
+    `writes_over` must carry this argument as it is (`DataFlow.carried_sources`: not only
+    products of it, nor integers) or be computed from it and from no other float one (a
+    one-hot dispatch), by the lowered program's data flow (`evaluate.written_collectives`)."""
     stays_on: tuple[str, str] | None = None
     """(An argument, a mesh axis): no collective the submission writes carries, over that axis,
     that argument as it is (`DataFlow.carried_sources`: the experts W never cross X, only their
@@ -377,7 +378,8 @@ class DataFlow:
             callee = self.functions.get(ir.FlatSymbolRefAttr(owner.attributes["callee"]).value)
             return self._returned(callee.regions[0], k) if callee is not None else list(owner.operands)
         if owner.name == "stablehlo.while" and k < len(owner.operands):
-            return [owner.operands[k]] + self._returned(owner.regions[1], k)
+            # and the condition: how many times the body ran carries what the condition read
+            return [owner.operands[k]] + self._returned(owner.regions[1], k) + self._returned(owner.regions[0], 0)
         if owner.name in ("stablehlo.case", "stablehlo.if"):
             return list(owner.operands) + [r for region in owner.regions for r in self._returned(region, k)]
         if owner.name == "sdy.manual_computation":
@@ -406,9 +408,14 @@ def is_product(value) -> bool:
 
 WORK_OPS = frozenset({"stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.dot_general", "stablehlo.dot",
                       "stablehlo.convolution", "stablehlo.scatter", "stablehlo.select_and_scatter",
-                      "stablehlo.fft"})
+                      "stablehlo.fft", "stablehlo.triangular_solve", "stablehlo.cholesky", "stablehlo.while"})
 """The operations that do a part's work: sums and means (a scatter-add, an FFT's zero
-frequency are sums too), matmuls, convolutions."""
+frequency, a triangular solve by a matrix of ones are sums too), matmuls, convolutions, and
+a loop over split data (a sum written as a loop that adds one slice per step)."""
+PLACING_CALLS = ("Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "annotate_device_placement",
+                 "MoveToHost", "MoveToDevice", "xla.sdy.", "sdy.")
+"""Custom calls that place or reshard data (the partitioner's own): any other custom call on
+split data outside a shard_map is work done there (a LAPACK solve, a library kernel)."""
 SLICING_OPS = frozenset({"stablehlo.slice", "stablehlo.dynamic_slice", "stablehlo.gather"})
 COMBINING_OPS = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
                            "stablehlo.maximum", "stablehlo.minimum", "stablehlo.and", "stablehlo.or",
@@ -462,6 +469,10 @@ def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
             if not inside and op.name in WORK_OPS and op.name not in outside \
                     and flow.from_split_data(list(op.operands)):
                 outside.add(op.name)
+            elif not inside and op.name == "stablehlo.custom_call" \
+                    and not (target := ir.StringAttr(op.attributes["call_target_name"]).value).startswith(PLACING_CALLS) \
+                    and flow.from_split_data(list(op.operands)):
+                outside.add(f"custom call {target}")
             elif not inside and op.name in COMBINING_OPS and len(op.operands) == 2 \
                     and all(_from_slices(v, sliced) for v in op.operands) and flow.from_split_data(list(op.operands)):
                 outside.add(op.name.removeprefix("stablehlo.") + " of slices")

@@ -388,6 +388,13 @@ def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
     return found
 
 
+def _alone(sources: frozenset[int], of: int, part: Part) -> bool:
+    """Is a value with these sources computed from argument `of` and from no other float one
+    (the tokens dispatched by a one-hot matmul, not mixed with W)?"""
+    others = {i for i, a in enumerate(part.args) if i != of and a.dtype.startswith("float")}
+    return of in sources and not sources & others
+
+
 def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     """Is the program written in the required style (jax.jit only, or with shard_map)?"""
     if part.style is None:
@@ -457,7 +464,9 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
         return []
     names = [a.name for a in part.args]
     of = names.index(part.writes_of)
-    if any(of in carried for c in over for carried in c.carried):
+    # The tokens as they are (through any arithmetic but a product), or anything computed from
+    # the tokens and from no other float input (a one-hot dispatch is a product of A alone).
+    if any(of in carried or _alone(sources, of, part) for c in over for carried, sources in zip(c.carried, c.sources)):
         return []
     carried = sorted({names[i] for c in over for each in c.carried for i in each if i < len(names)})
     what = " and ".join(carried) or "no input as it is (products of the inputs, or values made in the program)"

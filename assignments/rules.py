@@ -15,7 +15,7 @@ import numpy as np
 
 from .contract import MESH_AXES
 from .hlo import Collective, ProgramAnalysis, bytes_sent
-from .steps import MAX_EVENTS
+from .steps import MAX_EVENTS, event_needs
 
 Size = Union[int, Callable[[dict], int]]
 
@@ -622,10 +622,14 @@ class LargestMatmul:
 class MatmulsInTheRing:
     """At most `blocks` block products (`flops` each) of matmul work per device run outside the
     ring: in the program's stages (`ProgramAnalysis.stages`) that run no collective over
-    `axis`. A collective matmul multiplies each block inside the ring, beside the step that
-    moves the next one, so only the first (or last) block's product has no communication beside
-    it; a ring that only moves data, with the products made in a loop of their own before or
-    after it, overlaps nothing. Judged where the ring has two devices or more."""
+    `axis`, or, in straight-line code (a ring unrolled in Python), where every collective over
+    `axis` of the stage needs the matmul or is needed by it, so that none can run beside it. A
+    collective matmul multiplies each block inside the ring, beside the step that moves the next
+    one, so only the first (or last) block's product has no communication beside it; a ring
+    that only moves data, with the products made in a loop of their own before or after it,
+    overlaps nothing. Matmuls are the step model's: dots and convolutions (a multiply and a sum,
+    which XLA:CPU may fuse across steps, is left to `LargestMatmul`). Judged where the ring has
+    two devices or more."""
 
     axis: str
     flops: Size
@@ -639,11 +643,15 @@ class MatmulsInTheRing:
         if case.all_sizes.get(f"n{self.axis}", 1) < 2 or not analysis.stages:
             return []
         block = _size(self.flops, case)
-        outside = sum(e.flops * (1 if stage.runs is None else stage.runs)
-                      for stage in analysis.stages
-                      if not any(0 <= e.collective < len(analysis.collectives)
-                                 and self.axis in analysis.collectives[e.collective].axes for e in stage.events)
-                      for e in stage.events if e.collective < 0)
+        outside = 0.0
+        for stage in analysis.stages:
+            ring = [j for j, e in enumerate(stage.events) if 0 <= e.collective < len(analysis.collectives)
+                    and self.axis in analysis.collectives[e.collective].axes]
+            needs = event_needs(stage)
+            for i, e in enumerate(stage.events):
+                beside = ring if stage.loop else [j for j in ring if j not in needs[i] and i not in needs[j]]
+                if e.collective < 0 and not beside:
+                    outside += e.flops * (1 if stage.runs is None else stage.runs)
         if outside <= self.blocks * block * (1 + 1e-9):
             return []
         return [f"the program does {outside:,.0f} FLOPs of matmuls per device outside the ring, where no "

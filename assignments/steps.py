@@ -29,7 +29,7 @@ import dataclasses
 import re
 
 from .hlo import (_BRANCHES, _CALLS, _TRIP, Collective, Event, ProgramAnalysis, Stage, _Instruction,
-                  _parse_module, dot_flops, sum_of_products)
+                  _parse_module, dot_flops)
 
 MAX_EVENTS = 4000
 """A program with more collectives and matmuls than this (a long loop unrolled in Python)
@@ -70,7 +70,7 @@ class _Reader:
     def flops(self, inst: _Instruction, by_name: dict) -> dict[str, float]:
         """Matmul FLOPs by dtype of one instruction, inside what it calls included."""
         total: dict[str, float] = {}
-        own = dot_flops(inst, by_name) or sum_of_products(inst, by_name)
+        own = dot_flops(inst, by_name)
         if own is not None:
             total[own[0]] = own[1]
         for callee, times in self.callees(inst):
@@ -264,7 +264,7 @@ class Timeline:
         return any(s.runs is None for s in self.stages)
 
 
-def _closure(stage: Stage) -> list[set[int]]:
+def event_needs(stage: Stage) -> list[set[int]]:
     """Every earlier event each event needs, directly or not."""
     needs: list[set[int]] = []
     for i, e in enumerate(stage.events):
@@ -301,7 +301,7 @@ def time_stage(analysis: ProgramAnalysis, stage: Stage, on, seconds_per_flop: di
     """List-schedule one run of a stage: each step and matmul starts when what it needs is
     done and its lane is free, the one that can start first going first (see the module's
     docstring)."""
-    needs = _closure(stage)
+    needs = event_needs(stage)
     steps = [s for s in ([i for i in s if stage.events[i].collective < len(analysis.collectives)]
                          for s in group_steps(stage, needs)) if s]
     # A job: (lane, its events, step index); a step's collectives run as one job.

@@ -424,7 +424,7 @@ def test_cli_writes_gradescope_results(tmp_path):
 TESTED = {
     "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
-    "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside",
+    "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside", "loop_outside", "triangular_solve_outside",
     "missing_function", "wrong_signature", "loop_while_tracing", "loop_top_level",
     "crash_one_case", "hang_blocks_alarm", "memory_hog", "huge_output", "tampering",
     "forge_events", "reads_solutions", "compiled_infinite_loop",

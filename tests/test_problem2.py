@@ -684,6 +684,8 @@ def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
     # the operand made to depend on A too (w + 0 * a token)
     ("experts_tainted_gathered", {"moe_allgather": "all_gather"}),
     ("experts_tainted_all_to_all", {"moe_all_to_all": "all_to_all"}),
+    # each expert's bits rebuilt through while-loop trip counts (W reaches it only by conditions)
+    ("experts_laundered_by_loop_trip_counts", {"moe_all_to_all": "all_to_all"}),
 ])
 def test_experts_that_cross_x_in_any_disguise_are_refused(grade, file, ops):
     """Experts sent over X in disguise, beside a decoy collective of the tokens, so that the byte
@@ -714,12 +716,12 @@ def test_experts_moved_by_jit_around_the_shard_map_are_refused(grade):
                f"it" in part.output
 
 
-def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(grade):
+@pytest.mark.parametrize("file, names", [("tokens_as_integers_by_permutes", ["moe_all_to_all", "moe_all_to_all_x"])])
+def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(grade, file, names):
     """Each round's tokens sent over X by rings of ppermutes, as int32 bits in pieces smaller than
     an expert's slice, only the results and the ids in all_to_alls: values right; the rule lost
     wherever X has two rows or more, saying that no all_to_all over X carries the tokens."""
-    names = ["moe_all_to_all", "moe_all_to_all_x"]
-    result = grade("tokens_as_integers_by_permutes", only=names)
+    result = grade(file, only=names)
     for name in names:
         part = result.part(name)
         assert all(c.values_ok for c in part.cases), part.output
@@ -728,10 +730,11 @@ def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(gra
                f"jax.lax.all_to_all over X carries them" in part.output
 
 
-@pytest.mark.parametrize("file", ["nested_shard_maps", "experts_transposed_in_place"])
+@pytest.mark.parametrize("file", ["nested_shard_maps", "experts_transposed_in_place", "onehot_dispatch"])
 def test_experts_kept_on_their_rows_another_way_earn_full_marks(grade, file):
     """W passed through nested shard_maps (the inner one's in_specs split W over Y only, X being
-    the outer one's), or transposed by jax.jit before the shard_map: no expert moves, full marks."""
+    the outer one's), or transposed by jax.jit before the shard_map, or the tokens dispatched to
+    the all_to_all by a one-hot matmul: no expert moves, the tokens travel, full marks."""
     part = grade(file, only=["moe_all_to_all"]).part("moe_all_to_all")
     assert part.score == POINTS["moe_all_to_all"], part.output
 
@@ -798,6 +801,7 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",
           "tokens_as_integers_by_permutes", "nested_shard_maps", "experts_transposed_in_place",
+          "experts_laundered_by_loop_trip_counts", "onehot_dispatch",
           "topk_over_distinct_experts"}
 
 

@@ -455,6 +455,17 @@ def test_a_sum_written_as_a_scatter_or_slices_outside_the_shard_map_is_jits_work
         assert "add of slices" in part.output
 
 
+def test_a_sum_written_as_a_loop_outside_the_shard_map_is_jits_work(grade):
+    """total_sum with each device's block summed by a fori_loop in jax.jit outside the shard_map
+    (one slice added to the carry per step: no reduce, no add of two slices), the shard_map
+    only psumming one number each: the values half only, naming the loop."""
+    part = broken(grade, "total_loop_outside", "total_sum", 0.5,
+                  r"total_sum must do its work inside its shard_map, but jax.jit computes around it "
+                  r"\(while outside the shard_map\)")
+    judged = [c for c in part.cases if min(c.case.mesh) > 1]
+    assert judged and all(c.values_ok and not c.rule_ok for c in judged), part.output
+
+
 def test_place_must_return_an_array_jax_made(grade):
     """place returning a jax.Array subclass that only describes the blocks a placed array would
     hold (its shards sliced on the host): refused on every mesh, the message saying what it is."""
