@@ -272,10 +272,10 @@ class WrittenCollective(NamedTuple):
 @functools.lru_cache(maxsize=16)
 def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]) -> list[WrittenCollective]:
     """Each collective of a lowered program (``all_gather``, ...), parsed once per program as
-    `program_ops` parses. Its replica
-    groups are device lists (``dense<[[0, 4], ...]>``) or, on newer JAX, the mesh's axes by
-    name (``#stablehlo.replica_group_mesh_axes<..., axes = [#stablehlo.axis_ref<name =
-    "X">]>``); none at all means every device; a permute's axes are those its pairs cross.
+    `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
+    on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
+    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device; a permute's axes
+    are those its pairs cross.
     Sources: the positions of the program's arguments an operand is computed from
     (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
     in order)."""

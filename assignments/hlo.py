@@ -250,9 +250,9 @@ class ProgramAnalysis:
     without a dot (a multiply and a sum, or a loop of multiply-adds) shows here, and so does a
     small dot that XLA rewrites that way."""
     largest_matmul: float | None = None
-    """The most matmul work one dot or convolution does in one run, in FLOPs per device: a
-    collective matmul multiplies one block per ring step, never the gathered operand or the
-    whole product."""
+    """The most matmul work one dot, convolution or sum of a product (`sum_of_products`) does in
+    one run, in FLOPs per device: a collective matmul multiplies one block per ring step, never
+    the gathered operand or the whole product."""
     mesh_shape: tuple[int, ...] = ()
     """The mesh's shape (empty when not known)."""
     axis_names: tuple[str, ...] = ()

@@ -592,7 +592,7 @@ class MaxMatmulFlops:
 
 @dataclasses.dataclass(frozen=True)
 class LargestMatmul:
-    """No one dot or convolution does more than `flops` per device in one run
+    """No one dot, convolution or sum of a product does more than `flops` per device in one run
     (`ProgramAnalysis.largest_matmul`): a collective matmul multiplies each block as it arrives
     (or makes each partial block just before it is sent), so that every ring step has a matmul
     to overlap. One product of the gathered operand, or the whole product made before the
@@ -647,10 +647,11 @@ class MatmulsInTheRing:
         for stage in analysis.stages:
             ring = [j for j, e in enumerate(stage.events) if 0 <= e.collective < len(analysis.collectives)
                     and self.axis in analysis.collectives[e.collective].axes]
-            needs = event_needs(stage)
+            if stage.loop and ring:  # a loop that communicates: every matmul in it has a step beside it
+                continue
+            needs = event_needs(stage) if ring else []
             for i, e in enumerate(stage.events):
-                beside = ring if stage.loop else [j for j in ring if j not in needs[i] and i not in needs[j]]
-                if e.collective < 0 and not beside:
+                if e.collective < 0 and not any(j not in needs[i] and i not in needs[j] for j in ring):
                     outside += e.flops * (1 if stage.runs is None else stage.runs)
         if outside <= self.blocks * block * (1 + 1e-9):
             return []

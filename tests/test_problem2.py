@@ -668,7 +668,7 @@ def test_a_gather_over_y_only_is_no_gather_over_x():
 def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
     """An explicit all_gather of W over X (every expert brought to every row, the tokens kept
     home): values right, the rule lost on every mesh, the all-gather over X named as carrying
-    what is computed from W alone (read from the lowered program's data flow), where the
+    W itself (read from the lowered program's data flow), where the
     solution's all-gather over X carries A."""
     names = ["moe_allgather", "moe_allgather_x"]
     result = grade("experts_gathered", only=names)
