@@ -336,6 +336,7 @@ _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
 
 
+@functools.lru_cache(maxsize=8192)  # a program repeats its few shapes in every instruction
 def _shapes(text: str) -> tuple[ArrayShape, ...]:
     out = []
     for dtype, dims in _SHAPE.findall(text):
@@ -369,26 +370,22 @@ def _without_free_text(attrs: str) -> str:
     out, at = [], 0
     while m := _FREE_TEXT.search(attrs, at):
         out.append(attrs[at:m.start()])
-        i, depth, quoted = m.end() - 1, 0, False
-        while i < len(attrs):
-            ch = attrs[i]
-            if quoted:
-                if ch == "\\":
-                    i += 1
-                elif ch == '"':
-                    quoted = False
-            elif ch == '"':
-                quoted = True
-            elif ch == "{":
+        depth, at = 0, len(attrs)
+        for token in _BRACE_OR_STRING.finditer(attrs, m.end() - 1):
+            if token.group() == "{":
                 depth += 1
-            elif ch == "}":
+            elif token.group() == "}":
                 depth -= 1
                 if depth == 0:
+                    at = token.end()
                     break
-            i += 1
-        at = i + 1
     out.append(attrs[at:])
     return "".join(out)
+
+
+_BRACE_OR_STRING = re.compile(r'[{}]|"(?:[^"\\]|\\.|\\\Z)*(?:"|\Z)', re.S)
+"""A brace, or a quoted string (escapes skipped; unterminated, it runs to the end): what
+`_without_free_text` steps through, a token at a time instead of a character at a time."""
 
 
 def _parse_instruction(line: str) -> _Instruction | None:

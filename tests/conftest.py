@@ -77,8 +77,8 @@ def problem1_batch(tmp_path_factory):
 # `make test` runs the modules on pytest-xdist's workers (`--dist loadfile`: each module on
 # one worker, its module fixtures built once), the longest first, so that no long module starts
 # last. Seconds: one serial run on 2 cores (`--durations`); a module not named is short.
-SECONDS = {"test_hub": 110, "test_browser": 85, "test_graders_problem1": 70, "test_problem2": 55,
-           "test_attacks": 45, "test_batch_faults": 40, "test_nbgrader": 25, "test_warmup": 25,
+SECONDS = {"test_hub": 110, "test_browser": 85, "test_problem2": 55, "test_batch_faults": 50,
+           "test_attacks": 45, "test_graders_problem1": 25, "test_nbgrader": 25, "test_warmup": 25,
            "test_problem4": 25, "test_problem3": 25, "test_notebooks": 25, "test_gradescope": 20,
            "test_feedback": 15, "test_canonical_artifacts": 15, "test_dask": 12, "test_links": 12,
            "test_schedule": 12, "test_build": 12, "test_batch_nbgrader": 12, "test_nbgrader_faults": 12,

@@ -16,7 +16,11 @@ import functools
 import hashlib
 import importlib.util
 import os
+import re
 
+import pytest
+
+from assignments.contracts import get_assignment
 from graders.harness import grade_submission
 from graders.results import SubmissionResult
 from graders.settings import Limits
@@ -124,6 +128,83 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
         results[job.id] = harness._case_result(job, event)
     return harness._submission_result(assignment, path, list(jobs.values()), results, problems, timings,
                                       choose_isolation("none"))
+
+
+# --- the problem1 corpus's verdicts ------------------------------------------------------------
+
+PROBLEM1_POINTS = {p.name: p.points for p in get_assignment("problem1").parts}
+
+# student -> (total score, {function: regex its output must match}); None: not checked
+# because it depends on this machine's isolation (test_batch_faults.py `test_isolated_faults`).
+CORPUS_VERDICTS = {
+    "solution": (10, {}),
+    "stub": (0, {"roll_diff": r"not implemented"}),
+    # the problem1 corpus
+    "comm_gather_roll": (9.0, {"roll_diff": r"communication observed: .*all-gather"}),
+    "comm_whole_roll": (8.8, {"roll_diff": r"collective-permute over X"}),
+    "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: it ran longer than 5 s and was stopped"}),
+    "crash_one_case": (9.8, {"roll_diff": r"exited with code 3"}),
+    "forge_events": (0, {"roll_diff": r"not part of the grading protocol"}),
+    "hang_blocks_alarm": (9.8, {"roll_diff": r"(made no progress for|ran longer than) \d+ s and was stopped"}),
+    "hardcoded_mesh": (8.33, {"block_average_jit": r"cannot reshape array"}),
+    "huge_output": (10, {}),
+    "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),
+    "shard_map_over_x_only": (10, {}),
+    "identity_shard_map": (9, {"shard_average_shard_map": r"must do its work inside its shard_map"}),
+    "adds_of_slices_outside": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
+                                   "block_average_shard_map": r"computes around it \(add of slices"}),
+    "loop_outside": (8, {"shard_average_shard_map": r"computes around it \(while outside",
+                         "block_average_shard_map": r"computes around it \(while outside"}),
+    "triangular_solve_outside": (9, {"shard_average_shard_map": r"computes around it \(custom call \w+ outside"}),
+    "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
+    "loop_while_tracing": (8, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
+    "memory_hog": (10, {}),
+    "missing_function": (8, {"block_average_shard_map": r"was not defined; define it as"}),
+    "nan_output": (8, {"block_average_shard_map": r"NaN element"}),
+    "raises": (8, {"block_average_shard_map": r"raised while tracing: ValueError"}),
+    "reads_solutions": (None, {}),
+    "replicated_output": (8, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
+    "slice_roll": (9.4, {"roll_diff": r"values wrong"}),
+    "tampering": (0, {"roll_diff": r"not implemented"}),
+    "wrong_dtype": (8, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
+    "wrong_shape": (8, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
+    "returns_dict": (8, {"shard_average_shard_map": r"returned a dict; expected one array"}),
+    "wrong_signature": (8, {"roll_diff": r"wrong signature"}),
+    # tests/submissions/faults
+    "truncated": (0, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),
+    "not_a_notebook": (0, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
+    "deleted_cells": (8, {"block_average_jit": r"function block_average_jit was not defined"}),
+    "duplicated_cells": (8, {"shard_average_jit": r"values wrong: (some|most|every) elements? of the result differs?"}),
+    "edited_setup_cell": (10, {}),  # the locked set-up cell runs as released (as nbgrader restores it)
+    "empty": (0, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
+    "binary": (0, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
+    "syntax_error": (0, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),
+    "writes_files": (10, {}),
+    "network": (4, {"roll_diff": r"was not defined"}),
+}
+"""What each file of the problem1 and fault corpora scores, wherever it is graded (the batch
+of test_batch_faults.py, this process in test_graders_problem1.py)."""
+
+
+def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
+    """`broken` scores exactly `share` of its points and its output matches `message`; all
+    others full marks."""
+    score = round(PROBLEM1_POINTS[broken] * share, 2)
+    assert [p.name for p in result.parts] == list(PROBLEM1_POINTS)
+    for part in result.parts:
+        assert part.max_score == PROBLEM1_POINTS[part.name]
+        if part.name == broken:
+            assert part.score == pytest.approx(score), part.output
+            assert not part.passed
+            assert re.search(message, part.output), part.output
+        else:
+            assert part.score == part.max_score, part.output
+            assert part.passed
+    assert result.score == pytest.approx(sum(PROBLEM1_POINTS.values()) - PROBLEM1_POINTS[broken] + score)
+
+
+def failing_cases(result: SubmissionResult, name: str):
+    return [c for c in result.part(name).cases if not c.passed]
 
 
 # --- the problem1 corpus, graded once per session by graders.batch ------------------------------

@@ -19,6 +19,8 @@ from graders.files import sha256, write_atomic
 from graders.results import Provenance, SubmissionResult
 from graders.samples import notebook_from, sample_path
 
+pytestmark = pytest.mark.stack_neutral  # the batch's bookkeeping (finding submissions, atomic results, resuming)
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
 RELEASE_NB = os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb")

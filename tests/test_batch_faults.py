@@ -1,15 +1,17 @@
-"""Every broken submission of the corpus graded into one folder: each with its verdict, and a
-batch that finishes whatever its submissions do.
+"""Every broken submission of the corpus graded into one folder by `python -m graders.batch`:
+each with its verdict, and a batch that finishes whatever its submissions do.
 
-The corpus is the problem1 corpus (`tests/submissions/problem1/`, each file's verdict looked at
-in detail in test_graders_problem1.py, from this same grading), the extra faults of
+The corpus is the problem1 corpus (`tests/submissions/problem1/`), the extra faults of
 `tests/submissions/faults/` (malformed and truncated notebooks, deleted and duplicated cells,
 binary and empty files, a syntax error, a submission that writes files and one that tries the
 network), the solution and the untouched stub, graded once per session (`tests/grading.py`
 `CorpusBatch`): the files whose subject is the sandbox or the batch (`SANDBOXED`: hangs,
-crashes, forged events, memory, files, the network, binary and truncated files), the solution
-and the stub by `python -m graders.batch` with small time limits, the others in the test
-process by the workers' own code.
+crashes, forged events, memory, output floods, tampering, files, the network, binary and
+truncated files), the solution and the stub by `python -m graders.batch` with small time
+limits, the others in the test process by the workers' own code. The sandbox's faults are
+looked at in detail here; the others in test_graders_problem1.py, which grades them on both
+stacks. What this module tests is the sandbox's and the batch's, the same on any Python or
+JAX (marker `stack_neutral`; `.ci/run` runs it on Python 3.11 only).
 """
 from __future__ import annotations
 
@@ -20,64 +22,16 @@ import re
 
 import pytest
 
+import assignments.evaluate
 from graders.results import read_results
-from grading import BATCH_STUDENTS
+from grading import BATCH_STUDENTS, CORPUS_VERDICTS, PROBLEM1_POINTS, assert_only_broken, failing_cases
 
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.stack_neutral]
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
-
-# student -> (total score, {function: regex its output must match}); None: not checked
-# because it depends on this machine's isolation (see the tests below).
-EXPECTED = {
-    "solution": (10, {}),
-    "stub": (0, {"roll_diff": r"not implemented"}),
-    # the problem1 corpus
-    "comm_gather_roll": (9.0, {"roll_diff": r"communication observed: .*all-gather"}),
-    "comm_whole_roll": (8.8, {"roll_diff": r"collective-permute over X"}),
-    "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: it ran longer than 5 s and was stopped"}),
-    "crash_one_case": (9.8, {"roll_diff": r"exited with code 3"}),
-    "forge_events": (0, {"roll_diff": r"not part of the grading protocol"}),
-    "hang_blocks_alarm": (9.8, {"roll_diff": r"(made no progress for|ran longer than) \d+ s and was stopped"}),
-    "hardcoded_mesh": (8.33, {"block_average_jit": r"cannot reshape array"}),
-    "huge_output": (10, {}),
-    "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),
-    "shard_map_over_x_only": (10, {}),
-    "identity_shard_map": (9, {"shard_average_shard_map": r"must do its work inside its shard_map"}),
-    "adds_of_slices_outside": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
-                                   "block_average_shard_map": r"computes around it \(add of slices"}),
-    "loop_outside": (8, {"shard_average_shard_map": r"computes around it \(while outside",
-                         "block_average_shard_map": r"computes around it \(while outside"}),
-    "triangular_solve_outside": (9, {"shard_average_shard_map": r"computes around it \(custom call \w+ outside"}),
-    "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
-    "loop_while_tracing": (8, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
-    "memory_hog": (10, {}),
-    "missing_function": (8, {"block_average_shard_map": r"was not defined; define it as"}),
-    "nan_output": (8, {"block_average_shard_map": r"NaN element"}),
-    "raises": (8, {"block_average_shard_map": r"raised while tracing: ValueError"}),
-    "reads_solutions": (None, {}),
-    "replicated_output": (8, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
-    "slice_roll": (9.4, {"roll_diff": r"values wrong"}),
-    "tampering": (0, {"roll_diff": r"not implemented"}),
-    "wrong_dtype": (8, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
-    "wrong_shape": (8, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
-    "returns_dict": (8, {"shard_average_shard_map": r"returned a dict; expected one array"}),
-    "wrong_signature": (8, {"roll_diff": r"wrong signature"}),
-    # tests/submissions/faults
-    "truncated": (0, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),
-    "not_a_notebook": (0, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
-    "deleted_cells": (8, {"block_average_jit": r"function block_average_jit was not defined"}),
-    "duplicated_cells": (8, {"shard_average_jit": r"values wrong: (some|most|every) elements? of the result differs?"}),
-    "edited_setup_cell": (10, {}),  # the locked set-up cell runs as released (as nbgrader restores it)
-    "empty": (0, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
-    "binary": (0, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
-    "syntax_error": (0, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),
-    "writes_files": (10, {}),
-    "network": (4, {"roll_diff": r"was not defined"}),
-}
 
 @pytest.fixture(scope="module")
 def batch(problem1_batch):
@@ -93,8 +47,8 @@ def test_every_submission_gets_its_verdict(batch):
     out, _, _ = batch
     with open(out / "gradebook.csv") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
-    assert set(rows) == set(BATCH_STUDENTS) and set(os.listdir(out)) - {"gradebook.csv"} == set(EXPECTED)
-    for student, (total, messages) in EXPECTED.items():
+    assert set(rows) == set(BATCH_STUDENTS) and set(os.listdir(out)) - {"gradebook.csv"} == set(CORPUS_VERDICTS)
+    for student, (total, messages) in CORPUS_VERDICTS.items():
         results = json.loads((out / student / "results.json").read_text())
         assert read_results(str(out / student / "results.json")).failure is None or \
             not read_results(str(out / student / "results.json")).failure.graders_fault
@@ -128,9 +82,125 @@ def test_isolated_faults(batch):
 
 
 def test_every_fault_file_is_in_the_batch():
-    """Is every file of the corpora in EXPECTED (so none is silently untested), and is every
+    """Is every file of the corpora in CORPUS_VERDICTS (so none is silently untested), and is every
     file the batch grades one of them?"""
     names = {os.path.splitext(n)[0] for n in os.listdir(FAULTS)}
     corpus = {os.path.splitext(n)[0] for n in os.listdir(CORPUS) if n.endswith(".py")}
-    assert names | corpus | {"solution", "stub"} == set(EXPECTED)
-    assert BATCH_STUDENTS <= set(EXPECTED)
+    assert names | corpus | {"solution", "stub"} == set(CORPUS_VERDICTS)
+    assert BATCH_STUDENTS <= set(CORPUS_VERDICTS)
+
+
+# --- each fault, in detail ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def grade(problem1_batch):
+    """grade(name) -> that student's result as the batch wrote it."""
+    return problem1_batch.result
+
+
+# --- hangs, crashes, memory, output --------------------------------------------------------
+
+
+def test_infinite_loop_while_tracing_costs_only_that_function(grade):
+    """Does `while True: pass` in one function cost that function only, each case timed out?"""
+    result = grade("loop_while_tracing")
+    assert_only_broken(result, "shard_average_shard_map", 0,
+                       r"tracing shard_average_shard_map took longer than 2 s: an infinite loop")
+    assert len(failing_cases(result, "shard_average_shard_map")) == 6
+    assert result.problems == []
+
+
+def test_infinite_loop_at_top_level(grade):
+    """Is a top-level infinite loop stopped, keeping the functions defined before it?"""
+    result = grade("loop_top_level")
+    assert len(result.problems) == 1
+    assert re.search(r"submission ran longer than 3 s and was stopped", result.problems[0])
+    for name in ("shard_average_jit", "shard_average_shard_map", "block_average_jit"):
+        assert result.part(name).passed, result.part(name).output
+    for name in ("block_average_shard_map", "roll_diff"):  # defined after the loop
+        part = result.part(name)
+        assert part.score == 0
+        assert re.search(rf"function {name} was not defined", part.output)
+        assert re.search(r"note: while running your submission: .*ran longer than 3 s", part.output)
+    assert result.score == 6
+
+
+def test_crash_costs_only_the_case_it_was_on(grade):
+    """When the process dies while tracing one case, is only that case lost (and the rest graded)?"""
+    result = grade("crash_one_case")
+    assert_only_broken(result, "roll_diff", 0.9,
+                       r"the process exited with code 3 before finishing")
+    assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
+
+
+def test_hang_that_blocks_the_time_limit_is_killed(grade):
+    """Does the stall watchdog kill a hang that blocks SIGALRM, blaming only that case?"""
+    result = grade("hang_blocks_alarm")
+    assert_only_broken(result, "roll_diff", 0.9,
+                       r"(ran longer than|made no progress for) \d+ s and was stopped \(an infinite loop")
+    assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
+
+
+def test_memory_hog_at_top_level(grade):
+    """Does a 40 GB allocation at top level hit the memory limit as a MemoryError, reported
+    to the student, without costing the functions defined before it?"""
+    result = grade("memory_hog")
+    assert result.score == sum(PROBLEM1_POINTS.values())
+    assert len(result.problems) == 1
+    assert re.search(r"submission raised MemoryError \(submission, line \d+: table = np.ones",
+                     result.problems[0])
+    assert "While running your submission: submission raised MemoryError" in \
+        result.to_gradescope()["output"]
+
+
+def test_huge_printed_output(grade):
+    """Does a submission printing 50 MB while importing still grade normally?"""
+    result = grade("huge_output")
+    assert result.score == sum(PROBLEM1_POINTS.values())
+    assert result.problems == []
+    gradescope = json.dumps(result.to_gradescope())
+    assert "xxxxxxxxxx" not in gradescope and len(gradescope) < 20_000
+
+
+# --- tampering -----------------------------------------------------------------------------
+
+
+def test_tampering_scores_zero(grade):
+    """Does a submission that monkeypatches jax.jit, jax.export and assignments.evaluate and
+    imports graders, with nothing implemented, still score 0 without upsetting the grader?"""
+    evaluate_compiled = assignments.evaluate.evaluate_compiled
+    result = grade("tampering")
+    assert result.score == 0
+    assert all(p.score == 0 for p in result.parts)
+    assert len(result.problems) == 1
+    assert re.search(r"raised ImportError .*'graders' is not available to submissions",
+                     result.problems[0])
+    for part in result.parts:
+        assert re.search(r"not implemented", part.output), part.output
+    # The patches lived and died in the grading child: this process is untouched.
+    assert assignments.evaluate.evaluate_compiled is evaluate_compiled
+
+
+def test_forged_events_do_not_crash_the_grader(grade):
+    """Do forged and malformed lines on the worker's pipe leave the grader standing, and earn nothing?"""
+    result = grade("forge_events")
+    assert result.score == 0
+    for part in result.parts:
+        assert re.search(r"wrote to the graders' channel something that is not part of the "
+                         r"grading protocol", part.output), part.output
+
+
+def test_reading_the_solutions_from_disk_gets_nothing(grade):
+    """Does executing solutions/problem1.py read as a file (not imported) get no marks?"""
+    result = grade("reads_solutions")
+    assert result.score == 0
+    assert any("FileNotFoundError" in p or "No such file" in p for p in result.problems), result.problems
+
+
+def test_a_compiled_program_that_never_ends_costs_only_its_cases(grade):
+    """Does a compiled infinite loop lose only that function's cases, with a clear message?"""
+    result = grade("compiled_infinite_loop")
+    hang, fine = result.part("shard_average_jit"), result.part("shard_average_shard_map")
+    assert hang.score == 0 and fine.score == fine.max_score
+    assert re.search(r"running the compiled program: it ran longer than 5 s and was stopped", hang.output)

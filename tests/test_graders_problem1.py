@@ -4,12 +4,13 @@ Each file in `tests/submissions/problem1/` is a small module defining the five g
 functions; most are the reference solution with ONE function broken, so each test checks
 that exactly that function loses points (an exact score where the hidden cases make it
 deterministic), that every other function keeps full marks, and that the student-visible
-message (`PartResult.output`) says why. The corpus is graded once per session (the
-`problem1_batch` fixture, shared with test_batch_faults.py, with small limits: cells 3 s, cases 2 s, stalls 8 s, compiled programs
-5 s): the files whose subject is the sandbox by `graders.batch`, the others in this process
-by the workers' own code (`tests/grading.py` `CorpusBatch`); other files (notebooks made here,
-the solution notebook) are graded in this process too, once per session
-(`grading.graded_here`).
+message (`PartResult.output`) says why. The files whose subject is a fault, a mistake or a
+message are graded here, in this process, by the workers' own code (`grading.graded_here`),
+once per session, with small limits (cells 3 s, cases 2 s), on both stacks; so are the files
+of `tests/submissions/faults/` that a reader of files must survive (malformed notebooks,
+deleted cells, binary files). The files whose subject is the sandbox (hangs, crashes, memory,
+floods, forged events, tampering: `grading.SANDBOXED`) are graded by `graders.batch` in the
+sandbox, and asserted on in test_batch_faults.py.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import sys
 
 import nbformat
 import pytest
-from grading import graded
+from grading import (CORPUS, CORPUS_LIMITS, CORPUS_VERDICTS, FAULTS, SANDBOXED, assert_only_broken,
+                     failing_cases, graded)
 
 import assignments.evaluate
 from assignments.contracts import get_assignment
@@ -29,7 +31,6 @@ from graders import Limits, SubmissionResult
 from graders.samples import notebook_from
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
 SOLUTION_PY = os.path.join(REPO_ROOT, "solutions", "problem1.py")
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
 RELEASE_NB = os.path.join(REPO_ROOT, "release", "problem1", "problem1.ipynb")
@@ -42,37 +43,18 @@ FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
 
 
 @pytest.fixture(scope="module")
-def grade(problem1_batch):
-    """grade(corpus name or path): a corpus file's result from the session's grading of the
-    corpus, else graded in this process (`grading.graded_here`: the notebooks made here and
-    the solution's)."""
+def grade():
+    """grade(corpus name or path) -> its result, graded in this process once per session: a
+    name is a file of the problem1 corpus (graded with the corpus's small limits, as the batch
+    of test_batch_faults.py grades it too), a path anything else (the notebooks made here, the
+    solution's)."""
     def grade(submission: str) -> SubmissionResult:
         if os.sep not in submission:
-            return problem1_batch.result(submission)
+            assert submission not in SANDBOXED, f"{submission} is graded by the batch (test_batch_faults.py)"
+            return graded(os.path.join(CORPUS, submission + ".py"), "problem1", CORPUS_LIMITS, here=True)
         return graded(submission, "problem1", FAST, here=True)
 
     return grade
-
-
-def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
-    """`broken` scores exactly `share` of its points and its output matches `message`; all
-    others full marks."""
-    score = round(POINTS[broken] * share, 2)
-    assert [p.name for p in result.parts] == list(POINTS)
-    for part in result.parts:
-        assert part.max_score == POINTS[part.name]
-        if part.name == broken:
-            assert part.score == pytest.approx(score), part.output
-            assert not part.passed
-            assert re.search(message, part.output), part.output
-        else:
-            assert part.score == part.max_score, part.output
-            assert part.passed
-    assert result.score == pytest.approx(sum(POINTS.values()) - POINTS[broken] + score)
-
-
-def failing_cases(result: SubmissionResult, name: str):
-    return [c for c in result.part(name).cases if not c.passed]
 
 
 # --- right answers and the untouched stub -------------------------------------------------
@@ -239,114 +221,32 @@ def test_wrong_signature(grade):
                        r"but roll_diff\(A, \*, mesh\) cannot be called that way")
 
 
-# --- hangs, crashes, memory, output --------------------------------------------------------
+# --- notebooks and files -------------------------------------------------------------------
 
 
-def test_infinite_loop_while_tracing_costs_only_that_function(grade):
-    """Does `while True: pass` in one function cost that function only, each case timed out?"""
-    result = grade("loop_while_tracing")
-    assert_only_broken(result, "shard_average_shard_map", 0,
-                       r"tracing shard_average_shard_map took longer than 2 s: an infinite loop")
-    assert len(failing_cases(result, "shard_average_shard_map")) == 6
-    assert result.problems == []
+READ_FAULTS = ("binary", "truncated", "not_a_notebook", "deleted_cells", "duplicated_cells", "edited_setup_cell",
+               "empty", "syntax_error")
+"""The files of tests/submissions/faults/ that a reader of submissions must survive (the
+others, a submission that writes files and one that tries the network, are the sandbox's)."""
 
 
-def test_infinite_loop_at_top_level(grade):
-    """Is a top-level infinite loop stopped, keeping the functions defined before it?"""
-    result = grade("loop_top_level")
-    assert len(result.problems) == 1
-    assert re.search(r"submission ran longer than 3 s and was stopped", result.problems[0])
-    for name in ("shard_average_jit", "shard_average_shard_map", "block_average_jit"):
-        assert result.part(name).passed, result.part(name).output
-    for name in ("block_average_shard_map", "roll_diff"):  # defined after the loop
-        part = result.part(name)
-        assert part.score == 0
-        assert re.search(rf"function {name} was not defined", part.output)
-        assert re.search(r"note: while running your submission: .*ran longer than 3 s", part.output)
-    assert result.score == 6
+@pytest.mark.parametrize("name", READ_FAULTS)
+def test_a_file_that_is_not_what_it_should_be_costs_only_what_it_breaks(name):
+    """Does a binary, truncated, empty or malformed file, or a notebook with deleted,
+    duplicated or edited cells, score what it holds, saying why (`grading.CORPUS_VERDICTS`)?"""
+    path = next(os.path.join(FAULTS, n) for n in os.listdir(FAULTS) if os.path.splitext(n)[0] == name)
+    result = graded(path, "problem1", CORPUS_LIMITS, here=True)
+    total, messages = CORPUS_VERDICTS[name]
+    assert result.score == pytest.approx(total), result.to_gradescope()["output"]
+    for function, pattern in messages.items():
+        assert re.search(pattern, result.part(function).output), result.part(function).output
 
 
-def test_crash_costs_only_the_case_it_was_on(grade):
-    """When the process dies while tracing one case, is only that case lost (and the rest graded)?"""
-    result = grade("crash_one_case")
-    assert_only_broken(result, "roll_diff", 0.9,
-                       r"the process exited with code 3 before finishing")
-    assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
+def test_every_fault_file_is_read_here_or_sandboxed():
+    """Is each file of tests/submissions/faults/ graded here, or by the batch in the sandbox?"""
+    files = {os.path.splitext(n)[0] for n in os.listdir(FAULTS)}
+    assert files == set(READ_FAULTS) | (SANDBOXED & files)
 
-
-def test_hang_that_blocks_the_time_limit_is_killed(grade):
-    """Does the stall watchdog kill a hang that blocks SIGALRM, blaming only that case?"""
-    result = grade("hang_blocks_alarm")
-    assert_only_broken(result, "roll_diff", 0.9,
-                       r"(ran longer than|made no progress for) \d+ s and was stopped \(an infinite loop")
-    assert [c.case.mesh for c in failing_cases(result, "roll_diff")] == [(4, 2)]
-
-
-def test_memory_hog_at_top_level(grade):
-    """Does a 40 GB allocation at top level hit the memory limit as a MemoryError, reported
-    to the student, without costing the functions defined before it?"""
-    result = grade("memory_hog")
-    assert result.score == TOTAL
-    assert len(result.problems) == 1
-    assert re.search(r"submission raised MemoryError \(submission, line \d+: table = np.ones",
-                     result.problems[0])
-    assert "While running your submission: submission raised MemoryError" in \
-        result.to_gradescope()["output"]
-
-
-def test_huge_printed_output(grade):
-    """Does a submission printing 50 MB while importing still grade normally?"""
-    result = grade("huge_output")
-    assert result.score == TOTAL
-    assert result.problems == []
-    gradescope = json.dumps(result.to_gradescope())
-    assert "xxxxxxxxxx" not in gradescope and len(gradescope) < 20_000
-
-
-# --- tampering -----------------------------------------------------------------------------
-
-
-def test_tampering_scores_zero(grade):
-    """Does a submission that monkeypatches jax.jit, jax.export and assignments.evaluate and
-    imports graders, with nothing implemented, still score 0 without upsetting the grader?"""
-    evaluate_compiled = assignments.evaluate.evaluate_compiled
-    result = grade("tampering")
-    assert result.score == 0
-    assert all(p.score == 0 for p in result.parts)
-    assert len(result.problems) == 1
-    assert re.search(r"raised ImportError .*'graders' is not available to submissions",
-                     result.problems[0])
-    for part in result.parts:
-        assert re.search(r"not implemented", part.output), part.output
-    # The patches lived and died in the grading child: this process is untouched.
-    assert assignments.evaluate.evaluate_compiled is evaluate_compiled
-
-
-def test_forged_events_do_not_crash_the_grader(grade):
-    """Do forged and malformed lines on the worker's pipe leave the grader standing, and earn nothing?"""
-    result = grade("forge_events")
-    assert result.score == 0
-    for part in result.parts:
-        assert re.search(r"wrote to the graders' channel something that is not part of the "
-                         r"grading protocol", part.output), part.output
-
-
-def test_reading_the_solutions_from_disk_gets_nothing(grade):
-    """Does executing solutions/problem1.py read as a file (not imported) get no marks?"""
-    result = grade("reads_solutions")
-    assert result.score == 0
-    assert any("FileNotFoundError" in p or "No such file" in p for p in result.problems), result.problems
-
-
-def test_a_compiled_program_that_never_ends_costs_only_its_cases(grade):
-    """Does a compiled infinite loop lose only that function's cases, with a clear message?"""
-    result = grade("compiled_infinite_loop")
-    hang, fine = result.part("shard_average_jit"), result.part("shard_average_shard_map")
-    assert hang.score == 0 and fine.score == fine.max_score
-    assert re.search(r"running the compiled program: it ran longer than 5 s and was stopped", hang.output)
-
-
-# --- notebooks -----------------------------------------------------------------------------
 
 
 def test_syntax_error_in_one_cell_keeps_the_other_parts(grade, tmp_path):
@@ -425,13 +325,12 @@ TESTED = {
     "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
     "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside", "loop_outside", "triangular_solve_outside",
-    "missing_function", "wrong_signature", "loop_while_tracing", "loop_top_level",
-    "crash_one_case", "hang_blocks_alarm", "memory_hog", "huge_output", "tampering",
-    "forge_events", "reads_solutions", "compiled_infinite_loop",
+    "missing_function", "wrong_signature",
 }
 
 
 def test_every_corpus_file_is_tested():
-    """Is every submission in tests/submissions/problem1 graded by a test above?"""
+    """Is every submission in tests/submissions/problem1 graded by a test above, or (its
+    subject the sandbox) by test_batch_faults.py?"""
     files = {name[:-3] for name in os.listdir(CORPUS) if name.endswith(".py")}
-    assert files == TESTED
+    assert files == TESTED | (SANDBOXED & files) and not TESTED & SANDBOXED

@@ -20,6 +20,8 @@ from assignments.handin import SubmitAskingIfUnchanged
 from graders.handout import (DEFAULT_EXCHANGE, INSTRUCTOR_PLUGINS, INSTRUCTOR_SERVER_EXTENSIONS, SUBMIT_PLUGIN,
                              build_handout, course_settings)
 
+pytestmark = pytest.mark.stack_neutral  # the hand-out's contents and its exchange
+
 
 @pytest.fixture(scope="module")
 def handout(tmp_path_factory):

@@ -22,6 +22,8 @@ from graders.demo import prepare_course, read_gradebook
 from graders.files import NotASubmission, check_submission, read_submission
 from graders.settings import Limits
 
+pytestmark = pytest.mark.stack_neutral  # links and special files refused on every route
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION = os.path.join(REPO_ROOT, "solutions", "problem1.py")
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")

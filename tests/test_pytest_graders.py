@@ -12,7 +12,7 @@ import pytest
 
 from graders.pytest_plugin import case_label
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.stack_neutral]  # the pytest route's plumbing
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -17,6 +17,8 @@ from graders.class_results import WHOLE
 from graders.report import main as report_main
 from graders.results import write_results
 
+pytestmark = pytest.mark.stack_neutral  # the class report
+
 
 # --- end to end: the graded corpora -------------------------------------------------------------------------
 

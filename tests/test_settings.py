@@ -11,6 +11,8 @@ import pytest
 
 from graders.settings import Limits, add_arguments, from_arguments
 
+pytestmark = pytest.mark.stack_neutral  # the settings' plumbing
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(REPO_ROOT, "tests", "submissions", "probes", "limits_probe.py")
 CHANGED = dict(cell_timeout=1.5, case_timeout=2.5, stall_timeout=40.0, run_timeout=30.0,

@@ -1,0 +1,59 @@
+"""What `.ci/run` selects: each stack runs `make test` with a marker expression; every test of
+the suite must be selected by at least one of them (a marker added to a test can otherwise
+take it out of CI without anyone noticing)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from _pytest.mark.expression import Expression
+
+pytestmark = pytest.mark.stack_neutral  # what CI runs is the same question on any stack
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+COLLECT = r"""
+import json, sys
+import pytest
+
+class Markers:
+    items = []
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items):
+        Markers.items = [[item.nodeid, sorted({m.name for m in item.iter_markers()})] for item in items]
+
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"], plugins=[Markers()])
+json.dump({"code": int(code), "items": Markers.items}, open(sys.argv[1], "w"))
+"""
+
+
+def ci_selections() -> dict[str, str]:
+    """Python version -> the marker expression `.ci/run` hands that stack's `make test`."""
+    with open(os.path.join(REPO_ROOT, ".ci", "run")) as f:
+        text = f.read()
+    declared = re.search(r"declare -A selected=\((.*?)\)\n", text, re.S)
+    assert declared, "no `declare -A selected=(...)` in .ci/run"
+    return dict(re.findall(r'\[(3\.\d+)\]="([^"]*)"', declared.group(1)))
+
+
+def test_every_test_runs_on_some_stack_in_ci(tmp_path):
+    """Is each collected test selected on at least one stack, and do both stacks run some?"""
+    selections = ci_selections()
+    assert set(selections) == {"3.11", "3.12"}
+    out = tmp_path / "items.json"
+    subprocess.run([sys.executable, "-c", COLLECT, str(out)], cwd=REPO_ROOT, check=True,
+                   capture_output=True, timeout=300)
+    collected = json.loads(out.read_text())
+    assert collected["code"] == 0 and len(collected["items"]) > 500
+    expressions = {version: Expression.compile(expr) for version, expr in selections.items()}
+    runs = {version: [node for node, marks in collected["items"]
+                      if expression.evaluate(lambda name, /, **kwargs: name in marks)]
+            for version, expression in expressions.items()}
+    nowhere = sorted({node for node, _ in collected["items"]} - set().union(*map(set, runs.values())))
+    assert nowhere == [], f"tests no stack of .ci/run selects: {nowhere[:10]}"
+    assert all(len(nodes) > 300 for nodes in runs.values()), {v: len(n) for v, n in runs.items()}
