@@ -91,11 +91,13 @@ def _module(item) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Everything under tests/unit is the fast tier (`-m fast` selects it too); the longest
-    modules first, in collection order within a module."""
+    """Everything under tests/unit is the fast tier (`-m fast` selects it too; no JAX runs
+    there, so it is `stack_neutral` too); the longest modules first, in collection order
+    within a module."""
     unit = os.path.join(REPO_ROOT, "tests", "unit") + os.sep
     for item in items:
         if str(item.fspath).startswith(unit):
             item.add_marker(pytest.mark.fast)
+            item.add_marker(pytest.mark.stack_neutral)
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda item: (-SECONDS.get(_module(item), 0), order[id(item)]))

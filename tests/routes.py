@@ -127,7 +127,10 @@ def remove_user(name: str) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
         time.sleep(0.25)
-    subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-user", name, "-delete"], capture_output=True)
+    # A user can only make entries at the top of these shared folders (everything deeper is in
+    # a folder of its own, or of a test that removes it): no walk of every file under them.
+    subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-maxdepth", "1", "-user", name,
+                    "-exec", "rm", "-rf", "{}", "+"], capture_output=True)
     subprocess.run(["userdel", "--remove", name], capture_output=True)
     subprocess.run(["groupdel", name], capture_output=True)  # its own group, if userdel left it
 

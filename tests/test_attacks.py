@@ -37,6 +37,11 @@ containment = pytest.mark.containment
 """The attacks whose subject is the operating system's containment (processes, memory, files,
 uids, the supervisor's timeouts), which no Python or JAX version changes: `.ci/run` runs them
 on one stack."""
+protocol = pytest.mark.stack_neutral
+"""The attacks on the grading protocol, the verdict cache and the course secret (forged
+requests and events, planted verdicts, cache keys): the supervisor's and the harness's own
+Python, which no JAX version changes; `.ci/run` runs them on one stack. Attacks that go
+through a compiled program (names, custom calls, hidden values in outputs) run on both."""
 
 
 def kit_state() -> dict[str, str]:
@@ -180,6 +185,7 @@ def test_the_sweep_waits_for_orphaned_zombies():
         assert sandbox._processes_of(slot.uid) == {}
 
 
+@protocol
 def test_a_waiting_judge_cannot_be_given_a_forged_request(guarded):
     """The judges start while the export still runs and wait for their request on stdin. Can
     a submission that keeps its export busy see them, or write a forged judge request (all-zero
@@ -254,6 +260,7 @@ def test_a_forged_eager_report_gains_nothing(sandbox):
     assert leftover_processes() == []
 
 
+@protocol
 def test_a_case_forged_in_the_wrong_form_costs_the_submission_not_the_grader(sandbox):
     """Does an export event that answers a jit case with an eager report (written on the
     graders' channel by the submission) fail the submission with the protocol's reason, where
@@ -287,6 +294,7 @@ def test_a_batch_of_five_cannot_be_broken_by_one_student(sandbox, tmp_path):
     assert leftover_processes() == []
 
 
+@protocol
 def test_hidden_inputs_depend_on_the_course_secret():
     """Do two secrets give different hidden inputs, and one secret the same ones every time?"""
     import numpy as np
@@ -510,6 +518,7 @@ def test_no_message_counts_what_a_program_chose_to_get_wrong(sandbox):
 # --- the verdict cache ----------------------------------------------------------------------------
 
 
+@protocol
 def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkeypatch):
     """Is a case whose program fails when run (out of memory: something an earlier program in
     the same judge could cause) never cached, while the solution's cases all are?"""
@@ -528,6 +537,7 @@ def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkey
     assert stored() == len(solution.part("shard_average_jit").cases)
 
 
+@protocol
 def test_a_submission_cannot_read_or_plant_verdicts(guarded, tmp_path, monkeypatch):
     """The parent serves cached verdicts without compiling: can a submission read them, or
     plant a verdict that would give someone full marks? The attack looks for the cache beside
@@ -546,6 +556,7 @@ def test_a_submission_cannot_read_or_plant_verdicts(guarded, tmp_path, monkeypat
     assert contents() == stored  # nothing changed, nothing planted
 
 
+@protocol
 def test_the_cache_key_covers_everything_a_verdict_depends_on(monkeypatch, tmp_path):
     """Does the key change with the artifact, the case, the seed, and with the judging code, the
     JAX and jaxlib versions and the judges' XLA flags?"""
