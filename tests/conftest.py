@@ -66,8 +66,9 @@ def busy_shared_memory():
 
 @pytest.fixture(scope="session")
 def problem1_batch(tmp_path_factory):
-    """The problem1 and fault corpora graded once per test run by `graders.batch`; shared by
-    every module that asserts on them, on every xdist worker (`tests/grading.py` `CorpusBatch`)."""
+    """The sandbox's files of the problem1 and fault corpora, the solution and the stub, graded
+    once per test run by `graders.batch`; shared by every module that asserts on them, on
+    every xdist worker (`tests/grading.py` `CorpusBatch`)."""
     from grading import CorpusBatch
 
     base = tmp_path_factory.getbasetemp()

@@ -182,8 +182,8 @@ CORPUS_VERDICTS = {
     "writes_files": (10, {}),
     "network": (4, {"roll_diff": r"was not defined"}),
 }
-"""What each file of the problem1 and fault corpora scores, wherever it is graded (the batch
-of test_batch_faults.py, this process in test_graders_problem1.py)."""
+"""What each file of the problem1 and fault corpora scores: the sandbox's files in the batch of
+test_batch_faults.py, the others (and the reading faults again) in test_graders_problem1.py."""
 
 
 def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
@@ -241,20 +241,18 @@ def corpus_files() -> dict[str, str]:
 
 
 class CorpusBatch:
-    """The problem1 corpus, the fault corpus, the solution and the untouched stub graded into
-    one folder, `out` (results.json per student): `BATCH_STUDENTS` by `python -m graders.batch`
-    (4 workers; its `stdout`, and `accepted`: connections the network fault made to a
-    listening port, which must be 0),
-    the others meanwhile in this process (`graded_here`). `result(name)` is a student's
-    `SubmissionResult` as written there."""
+    """The files of the problem1 and fault corpora whose subject is the sandbox or the batch
+    (`SANDBOXED`), the solution and the untouched stub, graded into one folder, `out`
+    (results.json per student), by `python -m graders.batch` (4 workers); its `stdout`, and
+    `accepted`: connections the network fault made to a listening port, which must be 0.
+    `result(name)` is a student's `SubmissionResult` as written there. (The corpora's other
+    files are graded in the test process, by test_graders_problem1.py.)"""
 
     def __init__(self, root: str):
         import shutil
         import socket
         import subprocess
         import sys
-
-        from graders.results import Provenance, write_results
 
         source = os.path.join(root, "submissions")
         os.makedirs(source)
@@ -276,11 +274,6 @@ class CorpusBatch:
                      "--workers", "4", *CORPUS_LIMITS.to_arguments()], cwd=REPO_ROOT, stdout=out,
                     stderr=subprocess.STDOUT, env={**os.environ, "FAULT_LISTEN_PORT": str(server.getsockname()[1])})
             try:
-                for student, path in files.items():  # while the batch runs
-                    if student not in BATCH_STUDENTS:
-                        result = graded(path, "problem1", CORPUS_LIMITS, here=True)
-                        result.provenance = Provenance(student=student, path=path)
-                        write_results(os.path.join(self.out, student, "results.json"), result)
                 proc.wait(timeout=900)
             finally:
                 if proc.poll() is None:

@@ -1,17 +1,13 @@
-"""Every broken submission of the corpus graded into one folder by `python -m graders.batch`:
-each with its verdict, and a batch that finishes whatever its submissions do.
-
-The corpus is the problem1 corpus (`tests/submissions/problem1/`), the extra faults of
-`tests/submissions/faults/` (malformed and truncated notebooks, deleted and duplicated cells,
-binary and empty files, a syntax error, a submission that writes files and one that tries the
-network), the solution and the untouched stub, graded once per session (`tests/grading.py`
-`CorpusBatch`): the files whose subject is the sandbox or the batch (`SANDBOXED`: hangs,
-crashes, forged events, memory, output floods, tampering, files, the network, binary and
-truncated files), the solution and the stub by `python -m graders.batch` with small time
-limits, the others in the test process by the workers' own code. The sandbox's faults are
-looked at in detail here; the others in test_graders_problem1.py, which grades them on both
-stacks. What this module tests is the sandbox's and the batch's, the same on any Python or
-JAX (marker `stack_neutral`; `.ci/run` runs it on Python 3.11 only).
+"""The files of the corpora whose subject is the sandbox or the batch (`grading.SANDBOXED`:
+hangs, crashes, forged events, memory, output floods, tampering, files, the network, binary
+and truncated files), the solution and the untouched stub, graded into one folder by
+`python -m graders.batch` with small time limits, once per session (`tests/grading.py`
+`CorpusBatch`): each with its verdict (`grading.CORPUS_VERDICTS`), each fault in detail, and
+a batch that finishes whatever its submissions do. The corpora's other files (one function
+wrong, missing, of the wrong signature; malformed notebooks) are graded in the test process
+by test_graders_problem1.py, on both stacks. What this module tests is the sandbox's and the
+batch's, the same on any Python or JAX (marker `stack_neutral`; `.ci/run` runs it on Python
+3.11 only).
 """
 from __future__ import annotations
 
@@ -43,12 +39,13 @@ def batch(problem1_batch):
 
 
 def test_every_submission_gets_its_verdict(batch):
-    """Does the batch grade every corpus file, each with its expected score and message?"""
+    """Does the batch grade each of its students, each with its expected score and message?"""
     out, _, _ = batch
     with open(out / "gradebook.csv") as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
-    assert set(rows) == set(BATCH_STUDENTS) and set(os.listdir(out)) - {"gradebook.csv"} == set(CORPUS_VERDICTS)
-    for student, (total, messages) in CORPUS_VERDICTS.items():
+    assert set(rows) == set(BATCH_STUDENTS) == set(os.listdir(out)) - {"gradebook.csv"}
+    for student in sorted(BATCH_STUDENTS):
+        total, messages = CORPUS_VERDICTS[student]
         results = json.loads((out / student / "results.json").read_text())
         assert read_results(str(out / student / "results.json")).failure is None or \
             not read_results(str(out / student / "results.json")).failure.graders_fault
@@ -59,9 +56,8 @@ def test_every_submission_gets_its_verdict(batch):
         for name, pattern in messages.items():
             assert re.search(pattern, tests[name]["output"]), (student, tests[name]["output"])
             assert tests[name]["score"] < tests[name]["max_score"]
-        if student in BATCH_STUDENTS:
-            assert rows[student]["status"] == "graded"
-            assert float(rows[student]["score"]) == pytest.approx(results["score"])
+        assert rows[student]["status"] == "graded"
+        assert float(rows[student]["score"]) == pytest.approx(results["score"])
 
 
 def test_the_batch_never_stops(batch):
@@ -81,7 +77,7 @@ def test_isolated_faults(batch):
     assert writes["score"] == 10 and "While running" not in writes["output"]
 
 
-def test_every_fault_file_is_in_the_batch():
+def test_every_corpus_file_has_a_verdict():
     """Is every file of the corpora in CORPUS_VERDICTS (so none is silently untested), and is every
     file the batch grades one of them?"""
     names = {os.path.splitext(n)[0] for n in os.listdir(FAULTS)}

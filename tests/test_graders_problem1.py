@@ -45,9 +45,8 @@ FAST = Limits(cell_timeout=5, case_timeout=5, stall_timeout=20)
 @pytest.fixture(scope="module")
 def grade():
     """grade(corpus name or path) -> its result, graded in this process once per session: a
-    name is a file of the problem1 corpus (graded with the corpus's small limits, as the batch
-    of test_batch_faults.py grades it too), a path anything else (the notebooks made here, the
-    solution's)."""
+    name is a file of the problem1 corpus (graded with the corpus's small limits), a path
+    anything else (the notebooks made here, the solution's)."""
     def grade(submission: str) -> SubmissionResult:
         if os.sep not in submission:
             assert submission not in SANDBOXED, f"{submission} is graded by the batch (test_batch_faults.py)"
@@ -327,6 +326,17 @@ TESTED = {
     "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside", "loop_outside", "triangular_solve_outside",
     "missing_function", "wrong_signature",
 }
+
+
+@pytest.mark.parametrize("name", sorted(TESTED))
+def test_each_corpus_file_scores_its_verdict(grade, name):
+    """Does each file graded here score its total, each message as `grading.CORPUS_VERDICTS`
+    says (the verdicts the batch of test_batch_faults.py checks for the sandbox's files)?"""
+    result = grade(name)
+    total, messages = CORPUS_VERDICTS[name]
+    assert result.score == pytest.approx(total), result.to_gradescope()["output"]
+    for function, pattern in messages.items():
+        assert re.search(pattern, result.part(function).output), result.part(function).output
 
 
 def test_every_corpus_file_is_tested():

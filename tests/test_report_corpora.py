@@ -23,13 +23,27 @@ pytestmark = pytest.mark.stack_neutral  # the class report
 # --- end to end: the graded corpora -------------------------------------------------------------------------
 
 
+GRADED_HERE = ("comm_gather_roll", "comm_whole_roll", "replicated_output", "wrong_dtype", "nan_output")
+"""Files of the problem1 corpus added to the batch's folder, graded in this process (as
+test_graders_problem1.py grades them): programs that communicate, and values that are wrong."""
+
+
 @pytest.fixture(scope="session")
 def corpus_report(problem1_batch, tmp_path_factory):
-    """The problem1 and fault corpora as the session's shared grading wrote them (one folder
-    of results.json, as `graders.batch` writes), reported by the command a README reader
-    types; (folder, page, stdout)."""
+    """The sandbox's files of the corpora as the session's batch graded them (one folder of
+    results.json, as `graders.batch` writes), with `GRADED_HERE` added, reported by the
+    command a README reader types; (folder, page, stdout)."""
+    from grading import CORPUS, CORPUS_LIMITS, graded
+
+    from graders.results import Provenance
+
     folder = str(tmp_path_factory.mktemp("report") / "problem1")
     shutil.copytree(problem1_batch.out, folder)
+    for student in GRADED_HERE:
+        path = os.path.join(CORPUS, student + ".py")
+        result = graded(path, "problem1", CORPUS_LIMITS, here=True)
+        result.provenance = Provenance(student=student, path=path)
+        write_results(os.path.join(folder, student, "results.json"), result)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-m", "graders.report", folder], cwd=repo, capture_output=True,
                           text=True, timeout=120)
@@ -43,17 +57,19 @@ def _rows(text: str, attribute: str) -> dict[tuple[str, str], int]:
 
 
 @pytest.mark.slow
-def test_the_report_on_the_graded_corpora_counts_what_the_corpora_hold(corpus_report, problem1_batch):
+def test_the_report_on_the_graded_corpora_counts_what_the_corpora_hold(corpus_report):
     """Every student of the corpora on the page; each known fault in its kind, counted; the
     communication of the programs that communicate; the stub unfinished everywhere."""
     folder, path, stdout = corpus_report
-    students = sorted(d for d in os.listdir(problem1_batch.out) if os.path.isdir(os.path.join(problem1_batch.out, d)))
+    students = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
     assert stdout.strip() == f"wrote {path}: problem1, {len(students)} student(s)"
     text = page_text(path)
     assert re.findall(r'<tr data-student="([^"]*)"', text) == students
     problems, patterns = _rows(text, "kind"), _rows(text, "pattern")
-    assert problems[(WHOLE, "syntax error")] == 2                      # syntax_error.py, binary.py
-    assert problems[(WHOLE, "not a valid notebook")] == 2              # not_a_notebook, truncated
+    assert problems[(WHOLE, "syntax error")] == 1                      # binary.py
+    assert problems[(WHOLE, "not a valid notebook")] == 1              # truncated.ipynb
+    assert problems[("roll_diff", "crashed")] == 1                     # crash_one_case
+    assert problems[(WHOLE, "wrote to the graders' channel (protocol broken)")] == 1   # forge_events
     assert problems[("roll_diff", "all-gather over X + all-gather over Y (allowed: none)")] == 1   # comm_gather_roll
     assert problems[("shard_average_jit", "wrong sharding")] == 1      # replicated_output
     assert problems[("shard_average_shard_map", "wrong dtype")] == 1   # wrong_dtype
