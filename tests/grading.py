@@ -186,6 +186,20 @@ CORPUS_VERDICTS = {
 test_batch_faults.py, the others (and the reading faults again) in test_graders_problem1.py."""
 
 
+def assert_verdict(result: SubmissionResult, student: str) -> None:
+    """`result` is `student`'s verdict in `CORPUS_VERDICTS`: no fault of the graders, its total
+    (unless None), the sum of its parts, and each named function below its maximum, saying why."""
+    total, messages = CORPUS_VERDICTS[student]
+    assert result.failure is None or not result.failure.graders_fault, (student, result.failure)
+    if total is not None:
+        assert result.score == pytest.approx(total), (student, result.to_gradescope()["output"])
+    assert result.score == pytest.approx(sum(p.score for p in result.parts))
+    for function, pattern in messages.items():
+        part = result.part(function)
+        assert re.search(pattern, part.output), (student, part.output)
+        assert part.score < part.max_score, (student, function)
+
+
 def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
     """`broken` scores exactly `share` of its points and its output matches `message`; all
     others full marks."""

@@ -127,10 +127,11 @@ def remove_user(name: str) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
         time.sleep(0.25)
-    # A user can only make entries at the top of these shared folders (everything deeper is in
-    # a folder of its own, or of a test that removes it): no walk of every file under them.
-    subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-maxdepth", "1", "-user", name,
-                    "-exec", "rm", "-rf", "{}", "+"], capture_output=True)
+    # What a user makes there is at the top, or one level down in a shared sticky folder
+    # (/tmp/.X11-unix); deeper, it is in a folder of its own, removed whole: no walk of every
+    # file under the shared folders.
+    subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "-xdev", "-mindepth", "1", "-maxdepth", "2", "-user", name,
+                    "-exec", "rm", "-rf", "--one-file-system", "{}", "+"], capture_output=True)
     subprocess.run(["userdel", "--remove", name], capture_output=True)
     subprocess.run(["groupdel", name], capture_output=True)  # its own group, if userdel left it
 

@@ -518,7 +518,6 @@ def test_no_message_counts_what_a_program_chose_to_get_wrong(sandbox):
 # --- the verdict cache ----------------------------------------------------------------------------
 
 
-@protocol
 def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkeypatch):
     """Is a case whose program fails when run (out of memory: something an earlier program in
     the same judge could cause) never cached, while the solution's cases all are?"""

@@ -40,10 +40,6 @@ def test_solved_notebook_runs_and_passes_its_checks(name, repo_root, tmp_path):
         assert "passed" in outputs_text(cell) and "failed" not in outputs_text(cell), cell.source
 
 
-# The release is the source without its solutions: every cell but the stubs runs on both
-# stacks in the solved notebook above; what this adds, the checks' friendly failures on a
-# stub, is the kit's own Python (marker stack_neutral: .ci/run runs it on one stack).
-@pytest.mark.stack_neutral
 @pytest.mark.parametrize("name", assignment_names())
 def test_released_notebook_runs_with_friendly_failures(name, repo_root, tmp_path):
     """Does a student's first run of the released notebook finish, each check saying 'not implemented

@@ -23,9 +23,10 @@ pytestmark = pytest.mark.stack_neutral  # the class report
 # --- end to end: the graded corpora -------------------------------------------------------------------------
 
 
-GRADED_HERE = ("comm_gather_roll", "comm_whole_roll", "replicated_output", "wrong_dtype", "nan_output")
+GRADED_HERE = ("comm_gather_roll", "comm_whole_roll", "replicated_output", "wrong_dtype", "nan_output", "slice_roll")
 """Files of the problem1 corpus added to the batch's folder, graded in this process (as
-test_graders_problem1.py grades them): programs that communicate, and values that are wrong."""
+test_graders_problem1.py grades them): programs that communicate, and values that are wrong
+(whose messages are where a leaked hidden value would be quoted)."""
 
 
 @pytest.fixture(scope="session")
