@@ -231,16 +231,20 @@ CORPUS_LIMITS = Limits(cell_timeout=3, case_timeout=2, stall_timeout=8, run_time
 PLANTED = "planted_by_submission.txt"
 SANDBOXED = {
     # the sandbox, the supervisor and their limits are the subject: hangs, crashes, forged
-    # events, memory, output floods, files, the network, the kit's own files and the solutions
-    "compiled_infinite_loop", "crash_one_case", "forge_events", "hang_blocks_alarm", "huge_output",
-    "loop_top_level", "loop_while_tracing", "memory_hog", "reads_solutions", "tampering", "network",
-    "writes_files",
+    # events, output floods, files, the network, the kit's own files and the solutions
+    "crash_one_case", "forge_events", "hang_blocks_alarm", "huge_output", "loop_top_level",
+    "loop_while_tracing", "reads_solutions", "network", "writes_files",
     # files that are not Python or not a notebook, which must not stop a batch
     "binary", "truncated",
 }
-"""The corpus files graded through `graders.batch` in the sandbox. The others (one function
-wrong, missing, of the wrong signature, a malformed or edited notebook: messages and scores
-are their subject) are graded in the test process by the workers' own code (`graded_here`)."""
+"""The corpus files graded through `graders.batch` in the sandbox, on one stack (test_batch_faults.py).
+The others (one function wrong, missing, of the wrong signature, a malformed or edited
+notebook: messages and scores are their subject) are graded in the test process by the
+workers' own code (`graded_here`), on both stacks, but for `JAX_FAULTS`."""
+JAX_FAULTS = {"compiled_infinite_loop", "memory_hog", "tampering"}
+"""The sandbox's faults that go through JAX (a compiled loop that never ends, an allocation
+against the address-space limit that jaxlib's reservations share, patches of jax.jit and
+jax.export): graded one by one in the sandbox, on both stacks (test_graders_problem1.py)."""
 BATCH_STUDENTS = SANDBOXED | {"solution", "stub"}
 """The students `graders.batch` grades: the `SANDBOXED` files, the solution and the stub."""
 

@@ -22,9 +22,10 @@ import sys
 
 import nbformat
 import pytest
-from grading import (CORPUS, CORPUS_LIMITS, FAULTS, SANDBOXED, assert_only_broken, assert_verdict, failing_cases,
-                     graded)
+from grading import (CORPUS, CORPUS_LIMITS, FAULTS, JAX_FAULTS, SANDBOXED, assert_only_broken, assert_verdict,
+                     failing_cases, graded)
 
+import assignments.evaluate
 from assignments.contracts import get_assignment
 from graders import Limits, SubmissionResult
 from graders.samples import notebook_from
@@ -222,13 +223,53 @@ def test_wrong_signature(grade):
 # --- the sandbox's faults that go through JAX, on both stacks ------------------------------
 
 
-@pytest.mark.parametrize("name", ["compiled_infinite_loop", "tampering", "memory_hog"])
-def test_faults_that_go_through_jax_cost_what_they_break_on_this_stack(name):
-    """A compiled loop that never ends (XLA's runtime, stopped by the run timeout), patches of
-    jax.jit and jax.export, and an allocation against the address-space limit that jaxlib's
-    own reservations share: graded in the sandbox on this stack, as the batch of
-    test_batch_faults.py (one stack) grades them, does each score its verdict?"""
-    assert_verdict(graded(os.path.join(CORPUS, name + ".py"), "problem1", CORPUS_LIMITS), name)
+@pytest.fixture(scope="module")
+def sandboxed():
+    """sandboxed(name) -> a file of `grading.JAX_FAULTS` graded in the sandbox on this stack,
+    with the corpus's small limits, checked against its verdict (`grading.CORPUS_VERDICTS`)."""
+    def grade(name: str) -> SubmissionResult:
+        assert name in JAX_FAULTS
+        result = graded(os.path.join(CORPUS, name + ".py"), "problem1", CORPUS_LIMITS)
+        assert_verdict(result, name)
+        return result
+
+    return grade
+
+
+def test_memory_hog_at_top_level(sandboxed):
+    """Does a 40 GB allocation at top level hit the memory limit as a MemoryError, reported
+    to the student, without costing the functions defined before it?"""
+    result = sandboxed("memory_hog")
+    assert result.score == TOTAL
+    assert len(result.problems) == 1
+    assert re.search(r"submission raised MemoryError \(submission, line \d+: table = np.ones",
+                     result.problems[0])
+    assert "While running your submission: submission raised MemoryError" in \
+        result.to_gradescope()["output"]
+
+
+def test_tampering_scores_zero(sandboxed):
+    """Does a submission that monkeypatches jax.jit, jax.export and assignments.evaluate and
+    imports graders, with nothing implemented, still score 0 without upsetting the grader?"""
+    evaluate_compiled = assignments.evaluate.evaluate_compiled
+    result = sandboxed("tampering")
+    assert result.score == 0
+    assert all(p.score == 0 for p in result.parts)
+    assert len(result.problems) == 1
+    assert re.search(r"raised ImportError .*'graders' is not available to submissions",
+                     result.problems[0])
+    for part in result.parts:
+        assert re.search(r"not implemented", part.output), part.output
+    # The patches lived and died in the grading child: this process is untouched.
+    assert assignments.evaluate.evaluate_compiled is evaluate_compiled
+
+
+def test_a_compiled_program_that_never_ends_costs_only_its_cases(sandboxed):
+    """Does a compiled infinite loop lose only that function's cases, with a clear message?"""
+    result = sandboxed("compiled_infinite_loop")
+    hang, fine = result.part("shard_average_jit"), result.part("shard_average_shard_map")
+    assert hang.score == 0 and fine.score == fine.max_score
+    assert re.search(r"running the compiled program: it ran longer than 5 s and was stopped", hang.output)
 
 
 # --- notebooks and files -------------------------------------------------------------------
@@ -343,7 +384,8 @@ def test_each_corpus_file_scores_its_verdict(grade, name):
 
 
 def test_every_corpus_file_is_tested():
-    """Is every submission in tests/submissions/problem1 graded by a test above, or (its
-    subject the sandbox) by test_batch_faults.py?"""
+    """Is every submission in tests/submissions/problem1 graded by a test above (in this
+    process, or in the sandbox for `JAX_FAULTS`), or (its subject the sandbox) by
+    test_batch_faults.py?"""
     files = {name[:-3] for name in os.listdir(CORPUS) if name.endswith(".py")}
-    assert files == TESTED | (SANDBOXED & files) and not TESTED & SANDBOXED
+    assert files == TESTED | JAX_FAULTS | (SANDBOXED & files) and not TESTED & (SANDBOXED | JAX_FAULTS)
