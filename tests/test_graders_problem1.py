@@ -23,7 +23,7 @@ import sys
 import nbformat
 import pytest
 from grading import (CORPUS, CORPUS_LIMITS, FAULTS, JAX_FAULTS, SANDBOXED, assert_only_broken, assert_verdict,
-                     failing_cases, graded)
+                     corpus_files, failing_cases, graded)
 
 import assignments.evaluate
 from assignments.contracts import get_assignment
@@ -285,8 +285,7 @@ others, a submission that writes files and one that tries the network, are the s
 def test_a_file_that_is_not_what_it_should_be_costs_only_what_it_breaks(name):
     """Does a binary, truncated, empty or malformed file, or a notebook with deleted,
     duplicated or edited cells, score what it holds, saying why (`grading.CORPUS_VERDICTS`)?"""
-    path = next(os.path.join(FAULTS, n) for n in os.listdir(FAULTS) if os.path.splitext(n)[0] == name)
-    assert_verdict(graded(path, "problem1", CORPUS_LIMITS, here=True), name)
+    assert_verdict(graded(corpus_files()[name], "problem1", CORPUS_LIMITS, here=True), name)
 
 
 def test_every_fault_file_is_read_here_or_sandboxed():
