@@ -121,15 +121,16 @@ def _matches(got, want) -> bool:
 
 
 def _hint(part: Part, out, arrays, case: Case) -> str:
-    """`part.values_hint`, when it applies: always, or (with `part.hint_when`, the reference
-    of the mistake it names) only when the result is exactly that mistake's."""
-    if not part.values_hint:
-        return ""
-    if part.hint_when is not None:
-        mistake = part.hint_when(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
-        if not _matches(out, mistake):
-            return ""
-    return part.values_hint
+    """What a wrong-values message adds: `part.values_hint` when it applies (always, or, with
+    `part.hint_when`, the reference of the mistake it names, only when the result is exactly
+    that mistake's), then `part.case_note`'s note on this case, if it has one."""
+    hints = []
+    if part.values_hint and (part.hint_when is None or _matches(out, part.hint_when(
+            *[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics))):
+        hints.append(part.values_hint)
+    if part.case_note is not None and (note := part.case_note(case)):
+        hints.append(note)
+    return " ".join(hints)
 
 
 def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis:

@@ -122,7 +122,8 @@ def test_replicated_output_is_wrong_sharding(grade):
 
 
 def test_slicing_roll_fails_on_large_shifts(grade):
-    """Does a roll by slicing, right only while |shift| < rows per shard, lose exactly those cases?"""
+    """Does a roll by slicing, right only while |shift| < rows per shard, lose exactly those cases,
+    each saying that its shift reaches past the rows of a shard?"""
     result = grade("slice_roll")
     assert_only_broken(result, "roll_diff", 0.7, r"values wrong: (some|most|every) elements? of the result differs?")
     for c in result.part("roll_diff").cases:
@@ -132,6 +133,10 @@ def test_slicing_roll_fails_on_large_shifts(grade):
         # empty and the other the whole block, which is right only if s is a multiple of rows.
         right = abs(shift) < rows or shift % rows == 0
         assert c.passed == right, (c.case.label, c.problems)
+        # A failing case says what sets it apart from the visible one (shift 3 of 8 rows).
+        assert right or re.search(rf"Here \|shift\| = {abs(shift)} is at least the {rows} rows each "
+                                  rf"X-shard holds: .* moves rows by {shift} % {rows} = {shift % rows}\. "
+                                  rf"jnp\.roll wraps any shift", "; ".join(c.problems)), c.problems
     assert len(failing_cases(result, "roll_diff")) == 3
 
 

@@ -43,6 +43,19 @@ def roll_within_shards(A, *, mesh, shift):
     return (np.roll(blocks, shift, axis=1) - blocks).reshape(S, D)
 
 
+def shift_past_the_shard(case: Case) -> str:
+    """roll_diff's note on a case whose shift is at least the rows of an X-shard: a roll built
+    from slices (``concatenate([b[-shift:], b[:-shift]])``) breaks there, and the visible
+    case's shift is smaller."""
+    rows, shift = case.sizes["S"] // case.mesh[0], case.statics["shift"]
+    if abs(shift) < rows:
+        return ""
+    return (f"Here |shift| = {abs(shift)} is at least the {rows} rows each X-shard holds: the roll "
+            f"wraps around inside the shard, so it moves rows by {shift} % {rows} = {shift % rows}. "
+            f"jnp.roll wraps any shift; a roll built from slices must reduce the shift first. Try "
+            f"your function with shift={shift} on inputs of your own.")
+
+
 def _averaging_part(name, task, result, reference, style):
     return Part(
         name=name, points=2, task=task, args=(A,), result=result, rule=AVERAGE_NO_COMM,
@@ -77,6 +90,7 @@ ASSIGNMENT = Assignment(
             args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rule=ROLL_NO_COMM,
             reference=roll_within_shards, statics=("shift",),
             visible_case=Case(mesh=(2, 4), sizes={"S": 16, "D": 8}, statics={"shift": 3}),
+            case_note=shift_past_the_shard,
         ),
     ),
     written=(
