@@ -175,14 +175,40 @@ def _run_case(fn, spec: Part, case: Case) -> CaseResult:
             case, f"raised {type(e).__name__} while tracing or compiling{_user_frame(e)}: {_explain(e)}")
 
 
-def check(fn, *, part: str | None = None, show: bool = True, raises: bool = True) -> CheckResult:
+def parse_case(spec: Part, label: str) -> Case:
+    """The case a label names, as the graders' messages print it ('mesh 1x3, S=7, D=9,
+    shift=-15'): the mesh, then the sizes and the function's statics by name."""
+    example = spec.visible_case.label
+    fields = [f.strip() for f in label.split(",")]
+    mesh = re.fullmatch(r"mesh (\d+)x(\d+)", fields[0]) if fields else None
+    pairs = [re.fullmatch(r"(\w+)=(-?\d+(?:\.\d*)?(?:e-?\d+)?)", f) for f in fields[1:]]
+    if mesh is None or not all(pairs):
+        raise ValueError(f"check() could not read the case {label!r}: write it as the graders print "
+                         f"it, e.g. case={example!r}")
+    values = {m.group(1): float(m.group(2)) if re.search("[.e]", m.group(2)) else int(m.group(2)) for m in pairs}
+    case = Case((int(mesh.group(1)), int(mesh.group(2))),
+                {k: v for k, v in values.items() if k not in spec.statics},
+                {k: v for k, v in values.items() if k in spec.statics})
+    missing = sorted((set(spec.visible_case.sizes) | set(spec.statics)) - set(values))
+    if missing:
+        raise ValueError(f"check() needs {', '.join(missing)} in the case {label!r}, e.g. case={example!r}")
+    if not _divides(spec, case):
+        raise ValueError(f"the case {label!r} does not divide evenly: each sharded size must be a "
+                         f"multiple of the mesh axes it is split over")
+    return case
+
+
+def check(fn, *, part: str | None = None, show: bool = True, raises: bool = True,
+          case: str | None = None) -> CheckResult:
     """Run the visible check of a graded function and show what it communicates.
 
     It runs the contract's small visible case (a 2x4 mesh), then, if that passes, the
     same sizes on a mesh of another shape. With `raises` (the default) a failed check
     ends in `CheckFailed` after its panel is shown, so the cell is marked failed and
     nbgrader's Validate names the function. `part` names the contract's function when
-    `fn` was given another name.
+    `fn` was given another name. `case` runs one other case instead, named as the graders'
+    feedback names a case (``case='mesh 1x3, S=7, D=9, shift=-15'``), on inputs of the
+    check's own: a hidden case's mesh, sizes and statics, with values you can see.
     """
     name = part or getattr(fn, "__name__", "")
     try:
@@ -191,9 +217,10 @@ def check(fn, *, part: str | None = None, show: bool = True, raises: bool = True
         raise ValueError(
             f"check() could not tell which exercise {name!r} is: name your function as the "
             f"problem says, or pass part='<function name>'.") from None
-    result = _run_case(fn, spec, spec.visible_case)
+    first = spec.visible_case if case is None else parse_case(spec, case)
+    result = _run_case(fn, spec, first)
     second = None
-    if result.passed and (other := second_case(spec, spec.visible_case)) is not None:
+    if case is None and result.passed and (other := second_case(spec, spec.visible_case)) is not None:
         second = _run_case(fn, spec, other)
         if not second.passed:
             second.problems[:] = [f"on mesh {other.mesh[0]}x{other.mesh[1]} (sizes as above), {p}"

@@ -60,7 +60,8 @@ ATOL = 1e-5
 relative error means nothing. Not the largest element, which would hide small ones."""
 
 
-def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True) -> str | None:
+def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True,
+                    retry: str = "the visible check") -> str | None:
     """What is wrong with `got` against the reference `want`, or None.
 
     With `show_values` (the visible check: the student knows its inputs) the message counts the
@@ -68,7 +69,8 @@ def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True)
     a submission's program chooses which elements to get wrong, so anything exact about them
     (how many, where, by how much) could carry a hidden value out, a few digits per grading:
     there the message says only how much of the result is off (some, most, all) and whether
-    by a little or a lot."""
+    by a little or a lot, and `retry` names the call that shows the worst element of the same
+    case on inputs the student knows."""
     want = np.asarray(want, dtype=np.float64)
     if np.isnan(got).any() and not np.isnan(want).any():
         if not show_values:
@@ -91,16 +93,15 @@ def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True)
     relative = float(err[i] / max(np.abs(want[i]), ATOL * max(1.0, rms)))
     size = ("by a little (more than float32 rounding allows: a bfloat16 step, or a slightly different "
             "formula?)" if relative < 1e-2 else "by a lot")
-    return (f"values wrong: {share} from the reference, {size}; the visible check shows the worst "
-            f"element on inputs you know")
+    return f"values wrong: {share} from the reference, {size}; {retry} shows the worst element on inputs you know"
 
 
-def _copies_problem(out: jax.Array, want: np.ndarray, show_values: bool) -> str | None:
+def _copies_problem(out: jax.Array, want: np.ndarray, show_values: bool, retry: str = "the visible check") -> str | None:
     """What is wrong with a device's own copy of its block, or None. `np.asarray` reads one
     copy of each block, so a result replicated over an axis whose other copies are wrong (only
     one device along the axis finished the work) would pass on that one."""
     for shard in out.addressable_shards:
-        wrong = _compare_values(np.asarray(shard.data), want[shard.index], show_values)
+        wrong = _compare_values(np.asarray(shard.data), want[shard.index], show_values, retry)
         if wrong:
             whole = all(i == slice(None) for i in shard.index)
             block = "the whole result" if whole else "the block [" + ", ".join(
@@ -229,7 +230,7 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
     rule_problems += part.rule.violations(analysis, case, arrays)
     reference = part.reference(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
     if isinstance(part.result, Tree):
-        problems = _tree_problems(out, part.result, reference, mesh, case, show_values)
+        problems = _tree_problems(out, part, reference, mesh, case, show_values)
         if any("values wrong" in p for p in problems) and (hint := _hint(part, out, arrays, case)):
             problems.append(hint)
     else:
@@ -506,13 +507,20 @@ def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_v
     if not out.sharding.is_equivalent_to(NamedSharding(mesh, part.result.partition_spec), out.ndim):
         problems.append(f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
                         f"{part.result.partition_spec} ({_sharding_fix(part)})")
-    wrong = _compare_values(np.asarray(out), np.asarray(reference), show_values)
+    retry = check_call(part, case)
+    wrong = _compare_values(np.asarray(out), np.asarray(reference), show_values, retry)
     if wrong:
         hint = _hint(part, np.asarray(out), arrays, case)
         problems.append(wrong + (f". {hint}" if hint else ""))
-    elif wrong := _copies_problem(out, np.asarray(reference, dtype=np.float64), show_values):
+    elif wrong := _copies_problem(out, np.asarray(reference, dtype=np.float64), show_values, retry):
         problems.append(wrong)
     return problems
+
+
+def check_call(part: Part, case: Case) -> str:
+    """The visible check of `part` run on `case`'s mesh, sizes and statics (with inputs of its
+    own): what a hidden case's message tells the student to run (`checks.check`'s `case`)."""
+    return f"check({part.name}, case={case.label!r})"
 
 
 def _sharding_fix(part: Part) -> str:
@@ -531,8 +539,9 @@ def _as_float64(value):
     return np.asarray(value).astype(np.float64)
 
 
-def _tree_problems(out, result: Tree, reference, mesh, case: Case, show_values: bool) -> list[str]:
+def _tree_problems(out, part: Part, reference, mesh, case: Case, show_values: bool) -> list[str]:
     """Check a pytree result leaf by leaf: shape, dtype, sharding, values."""
+    result, retry = part.result, check_call(part, case)
     want = arg_leaves(result)
     got = jax.tree.leaves(out)
     ref = jax.tree.leaves(reference)
@@ -553,7 +562,8 @@ def _tree_problems(out, result: Tree, reference, mesh, case: Case, show_values: 
                 problems.append(f"{leaf.name}: wrong sharding: got {_sharding_text(g.sharding, g.ndim)}, "
                                 f"expected {leaf.partition_spec}")
             r = np.asarray(r, dtype=np.float64)
-            wrong = _compare_values(np.asarray(g), r, show_values) or _copies_problem(g, r, show_values)
+            wrong = (_compare_values(np.asarray(g), r, show_values, retry)
+                     or _copies_problem(g, r, show_values, retry))
             if wrong:
                 problems.append(f"{leaf.name}: {wrong}")
     return problems

@@ -182,7 +182,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
     """Grade a submission as usual, then run its artifacts for the cases that use every
     device on the multi-controller runtime and compare with the float64 reference.
     Returns one row per case: function, case label, status, largest error, message."""
-    from assignments.evaluate import _compare_values
+    from assignments.evaluate import _compare_values, check_call
 
     from .harness import case_id, grade_submission, selected_assignment
     from .hidden import case_seed, hidden_cases, hidden_inputs
@@ -220,7 +220,7 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
             if r["status"] == "ok":
                 got = np.load(r["output"])
                 wrong = (f"wrong shape {got.shape}" if got.shape != want.shape
-                         else _compare_values(got, np.asarray(want), show_values=False))
+                         else _compare_values(got, np.asarray(want), False, check_call(part, case)))
                 row["status"] = "wrong" if wrong else "ok"
                 row["message"] = wrong or f"result at {r['spec']} on {r['processes']} processes"
             rows.append(row)

@@ -81,6 +81,39 @@ def test_hard_coded_mesh_fails_on_the_second_mesh():
     assert any("read sizes from mesh.shape" in p for p in result.problems)
 
 
+def test_a_hidden_case_runs_as_its_message_says(repo_root):
+    """Does the call a hidden case's wrong-values message names (`check(fn, case=...)`) run the
+    check at that case's mesh, sizes and statics, showing the worst element, and refuse a
+    case it cannot read, missing a size or not dividing, saying how to write one?"""
+    slicing = load_module(os.path.join(repo_root, "tests", "submissions", "problem1", "slice_roll.py"))
+    from assignments.contract import Case
+    from assignments.contracts import get_assignment
+    from assignments.evaluate import check_call
+
+    part = get_assignment("problem1").part("roll_diff")
+    call = check_call(part, Case((1, 3), {"S": 7, "D": 9}, {"shift": -15}))
+    assert call == "check(roll_diff, case='mesh 1x3, S=7, D=9, shift=-15')"
+    label = re.fullmatch(r"check\(roll_diff, case='(.*)'\)", call).group(1)
+    result = assignments.check(slicing.roll_diff, show=False, raises=False, case=label)
+    assert result.second is None and result.result.case == Case((1, 3), {"S": 7, "D": 9}, {"shift": -15})
+    assert re.search(r"values wrong: 63 of 63 elements differ .*worst at index .*Here \|shift\| = 15 "
+                     r"is at least the 7 rows", result.problems[0])
+    assert assignments.check(slicing.roll_diff, show=False, case="mesh 2x2, S=6, D=10, shift=1").passed
+    # Every hidden case of every function reads back from its label (sizes, statics, floats).
+    from assignments.checks import parse_case
+    from graders.hidden import hidden_cases
+
+    for name, assignment in ASSIGNMENTS.items():
+        for each in assignment.parts:
+            for case in hidden_cases(assignment)[each.name]:
+                back = parse_case(each, case.label)
+                assert (back.mesh, back.sizes, back.statics) == (case.mesh, case.sizes, case.statics), case.label
+    for bad, why in (("2x4, S=16", "could not read the case"), ("mesh 2x4, S=16", "needs D, shift"),
+                     ("mesh 2x4, S=15, D=8, shift=1", "does not divide evenly")):
+        with pytest.raises(ValueError, match=why):
+            assignments.check(slicing.roll_diff, case=bad)
+
+
 def test_failed_check_raises_a_short_error_naming_the_function():
     """Does a failed check end its cell in a short CheckFailed (what nbgrader's Validate reports)?"""
     def block_average_jit(A, *, mesh):
