@@ -206,6 +206,11 @@ class Assignment:
     parts: tuple[Part, ...]
     written: tuple[WrittenPart, ...] = ()
     book_url: str = ""
+    inputs: Callable | None = None
+    """``inputs(part, case, seed) -> list``: every case's input arrays, visible and hidden, when
+    a case's sizes name more than shapes (problem2's ``experts_used``, the routing); default
+    `make_inputs`. The seed is the only secret: a check run at a hidden case's label gets
+    inputs of the same kind as the graders'."""
 
     def part(self, name: str) -> Part:
         for p in self.parts:
@@ -561,6 +566,11 @@ def make_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
         return base.astype(arg.dtype)
 
     return [map_args(one, arg, _placeholder(arg)) for arg in part.args]
+
+
+def case_inputs(assignment: Assignment, part: Part, case: Case, seed: int) -> list:
+    """A case's input arrays, by the assignment's generator (`Assignment.inputs`)."""
+    return (assignment.inputs or make_inputs)(part, case, seed)
 
 
 def _placeholder(arg):

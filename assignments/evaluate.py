@@ -61,7 +61,7 @@ relative error means nothing. Not the largest element, which would hide small on
 
 
 def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True,
-                    retry: str = "the visible check") -> str | None:
+                    retry: str = "") -> str | None:
     """What is wrong with `got` against the reference `want`, or None.
 
     With `show_values` (the visible check: the student knows its inputs) the message counts the
@@ -69,12 +69,12 @@ def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True,
     a submission's program chooses which elements to get wrong, so anything exact about them
     (how many, where, by how much) could carry a hidden value out, a few digits per grading:
     there the message says only how much of the result is off (some, most, all) and whether
-    by a little or a lot, and `retry` names the call that shows the worst element of the same
-    case on inputs the student knows."""
+    by a little or a lot, and `retry` names the call that runs the same case on inputs the
+    student can see (none when empty)."""
     want = np.asarray(want, dtype=np.float64)
     if np.isnan(got).any() and not np.isnan(want).any():
         if not show_values:
-            return "values wrong: the result has NaN elements"
+            return "values wrong: the result has NaN elements" + (f"; to see where, run {retry}" if retry else "")
         return f"values wrong: the result has {int(np.isnan(got).sum())} NaN element(s)"
     rms = float(np.sqrt(np.mean(want ** 2))) if want.size else 0.0
     allowed = RTOL * np.abs(want) + ATOL * max(1.0, rms)
@@ -93,10 +93,11 @@ def _compare_values(got: np.ndarray, want: np.ndarray, show_values: bool = True,
     relative = float(err[i] / max(np.abs(want[i]), ATOL * max(1.0, rms)))
     size = ("by a little (more than float32 rounding allows: a bfloat16 step, or a slightly different "
             "formula?)" if relative < 1e-2 else "by a lot")
-    return f"values wrong: {share} from the reference, {size}; {retry} shows the worst element on inputs you know"
+    return (f"values wrong: {share} from the reference, {size}"
+            + (f"; to see them, run {retry} (this case, on inputs you can see)" if retry else ""))
 
 
-def _copies_problem(out: jax.Array, want: np.ndarray, show_values: bool, retry: str = "the visible check") -> str | None:
+def _copies_problem(out: jax.Array, want: np.ndarray, show_values: bool, retry: str = "") -> str | None:
     """What is wrong with a device's own copy of its block, or None. `np.asarray` reads one
     copy of each block, so a result replicated over an axis whose other copies are wrong (only
     one device along the axis finished the work) would pass on that one."""
@@ -518,8 +519,8 @@ def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_v
 
 
 def check_call(part: Part, case: Case) -> str:
-    """The visible check of `part` run on `case`'s mesh, sizes and statics (with inputs of its
-    own): what a hidden case's message tells the student to run (`checks.check`'s `case`)."""
+    """The call that runs `part`'s visible check at `case`'s mesh, sizes and statics, on inputs
+    of the check's own: what a hidden case's message tells the student to run."""
     return f"check({part.name}, case={case.label!r})"
 
 

@@ -220,7 +220,8 @@ def check_submission(submission: str, assignment: str, *, processes: int = 2, lo
             if r["status"] == "ok":
                 got = np.load(r["output"])
                 wrong = (f"wrong shape {got.shape}" if got.shape != want.shape
-                         else _compare_values(got, np.asarray(want), False, check_call(part, case)))
+                         else _compare_values(got, np.asarray(want), False,
+                                              "" if row["single_process_values_ok"] else check_call(part, case)))
                 row["status"] = "wrong" if wrong else "ok"
                 row["message"] = wrong or f"result at {r['spec']} on {r['processes']} processes"
             rows.append(row)

@@ -55,8 +55,7 @@ def selected_assignment(name: str, only: list[str] | None) -> Assignment:
     assignment = get_assignment(name)
     if not only:
         return assignment
-    return Assignment(assignment.name, assignment.title,
-                      tuple(assignment.part(n) for n in only), assignment.written)
+    return dataclasses.replace(assignment, parts=tuple(assignment.part(n) for n in only))
 
 
 @dataclass

@@ -508,8 +508,14 @@ def test_no_message_counts_what_a_program_chose_to_get_wrong(sandbox):
 
     result = grade_submission(os.path.join(ATTACKS, "leak_by_count.py"), "problem1", limits=FAST,
                               only=["shard_average_jit"])
-    part = result.part("shard_average_jit")
-    messages = [p for c in part.cases for p in c.problems if p.startswith("values wrong")]
+    from assignments.contracts import get_assignment
+    from assignments.evaluate import check_call
+
+    part, spec = result.part("shard_average_jit"), get_assignment("problem1").part("shard_average_jit")
+    # The call each message names holds the case's own label (mesh and sizes), no number the
+    # program chose: left out before looking for numbers.
+    messages = [p.replace(check_call(spec, c.case), "check(...)") for c in part.cases for p in c.problems
+                if p.startswith("values wrong")]
     assert len(messages) == len(part.cases), part.output
     assert all(not re.search(r"\d", m) for m in messages), messages
     assert len(set(messages)) <= 2, set(messages)

@@ -98,6 +98,7 @@ def test_a_hidden_case_runs_as_its_message_says(repo_root):
     assert result.second is None and result.result.case == Case((1, 3), {"S": 7, "D": 9}, {"shift": -15})
     assert re.search(r"values wrong: 63 of 63 elements differ .*worst at index .*Here \|shift\| = 15 "
                      r"is at least the 7 rows", result.problems[0])
+    assert "Right on these inputs" not in str(result.problems)
     assert assignments.check(slicing.roll_diff, show=False, case="mesh 2x2, S=6, D=10, shift=1").passed
     # Every hidden case of every function reads back from its label (sizes, statics, floats).
     from assignments.checks import parse_case
@@ -107,8 +108,11 @@ def test_a_hidden_case_runs_as_its_message_says(repo_root):
         for each in assignment.parts:
             for case in hidden_cases(assignment)[each.name]:
                 back = parse_case(each, case.label)
-                assert (back.mesh, back.sizes, back.statics) == (case.mesh, case.sizes, case.statics), case.label
+                assert (back.mesh, back.sizes, back.statics, back.label) == (
+                    case.mesh, case.sizes, case.statics, case.label), case.label
     for bad, why in (("2x4, S=16", "could not read the case"), ("mesh 2x4, S=16", "needs D, shift"),
+                     ("mesh 0x4, S=16, D=8, shift=1", "could not read the case"),
+                     ("mesh 2x4, S=16.0, D=8, shift=1", "whole numbers of at least 1"),
                      ("mesh 2x4, S=15, D=8, shift=1", "does not divide evenly")):
         with pytest.raises(ValueError, match=why):
             assignments.check(slicing.roll_diff, case=bad)

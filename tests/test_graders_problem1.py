@@ -135,8 +135,8 @@ def test_slicing_roll_fails_on_large_shifts(grade):
         assert c.passed == right, (c.case.label, c.problems)
         # A failing case names the call that shows it on inputs one knows, and what sets it
         # apart from the visible case (shift 3 of 8 rows).
-        assert right or re.search(rf"check\(roll_diff, case='{re.escape(c.case.label)}'\) shows the worst element on "
-                                  rf"inputs you know\. Here \|shift\| = {abs(shift)} is at least the {rows} rows each "
+        assert right or re.search(rf"; to see them, run check\(roll_diff, case='{re.escape(c.case.label)}'\) "
+                                  rf"\(this case, on inputs you can see\)\. Here \|shift\| = {abs(shift)} is at least the {rows} rows each "
                                   rf"X-shard holds: .* moves rows by {shift} % {rows} = {shift % rows}\. "
                                   rf"jnp\.roll wraps any shift", "; ".join(c.problems)), c.problems
     assert len(failing_cases(result, "roll_diff")) == 3

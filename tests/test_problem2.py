@@ -235,6 +235,23 @@ def test_fixed_capacity_drops_tokens_when_an_expert_is_overloaded(grade):
     assert part.score < part.max_score
 
 
+def test_a_case_lost_to_its_routing_reruns_as_its_message_says(grade):
+    """Does the call a hidden case's wrong-values message names (`check(moe_all_to_all,
+    case=...)`) rerun that case with its routing (`experts_used` in the label: every token to
+    one expert), so the fixed capacity that drops tokens there fails the rerun too?"""
+    import assignments
+
+    fixed = load_module(os.path.join(CORPUS, "fixed_capacity.py"))
+    part = grade("fixed_capacity", only=["moe_all_to_all"]).part("moe_all_to_all")
+    failing = [c for c in part.cases if not c.values_ok]
+    assert failing
+    for c in failing:
+        call = f"check(moe_all_to_all, case='{c.case.label}')"
+        assert any(f"; to see them, run {call} (this case, on inputs you can see)" in p for p in c.problems)
+        rerun = assignments.check(fixed.moe_all_to_all, show=False, raises=False, case=c.case.label)
+        assert not rerun.result.values_ok, (c.case.label, rerun.problems)
+
+
 def test_one_round_for_all_tokens_breaks_the_activation_rule(grade):
     """Does a single round sized for every local token keep the values and lose the rule on nX >= 2?"""
     result = grade("one_big_round", only=["moe_all_to_all"])

@@ -14,7 +14,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
-from ..contract import Arg, Assignment, Case, Part, WrittenPart
+from ..contract import Arg, Assignment, Case, Part, WrittenPart, make_inputs
 from ..hlo import bytes_sent
 from ..rules import AllOf, AnyCommunication, OnlyWhen, _observed
 
@@ -398,6 +398,38 @@ ROUTED = AllOf(
          f"with nX >= 2, no value per device as large as the global [S, D] activations")
 
 
+def routing(case: Case, seed: int) -> np.ndarray:
+    """The expert assignments B of a case that names its routing (``experts_used`` among its
+    sizes; `graders.hidden.problem2` says why each): int32[S], or int32[S, k] with k.
+    - ``experts_used = E``: uniform: each row of devices spreads its tokens evenly over all
+      experts, in a random order (with k = E, every token goes to every expert once);
+    - ``experts_used = 1``: every token to one expert;
+    - ``1 < experts_used < E``: skewed: the used experts get tokens with probabilities falling
+      as 1, 1/2, 1/3, ..., the others none; a top-k token's choices are drawn independently."""
+    s = case.all_sizes
+    E, S, k = s["E"], s["S"], s.get("k")
+    used = s.get("experts_used", E)
+    rng = np.random.default_rng([seed, 2])
+    experts = rng.permutation(E)[:used]
+    shape = (S,) if k is None else (S, k)
+    if k is not None and k == E and used == E:
+        chosen = np.stack([rng.permutation(E) for _ in range(S)])  # every expert, once each
+    elif used == E:  # even: each row's (token, choice) pairs cycle through the experts, shuffled
+        rows = np.arange(S * (k or 1)).reshape(s["nX"], -1) % E
+        chosen = experts[rng.permuted(rows, axis=1)].reshape(shape)
+    else:  # skewed over the used experts (one expert when used == 1)
+        weights = 1.0 / np.arange(1, used + 1)
+        chosen = experts[rng.choice(used, size=shape, p=weights / weights.sum())]
+    return chosen.astype(np.int32)
+
+
+def routed_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
+    """W, A and B: B follows the case's routing when it names one (every hidden case does),
+    else experts drawn uniformly at random (the visible cases)."""
+    W, A, B = make_inputs(part, case, seed)
+    return [W, A, routing(case, seed) if "experts_used" in case.sizes else B]
+
+
 def size_problems(part_name: str, s: dict) -> list[str]:
     """Why sizes `s` (with nX, nY) would make the design a part asks for break its own rule,
     whatever the student writes (empty when they do not): gathered tokens and a partial
@@ -420,6 +452,7 @@ ASSIGNMENT = Assignment(
     name="problem2",
     title="Problem 2: mixture-of-experts routing",
     book_url="https://jax-ml.github.io/scaling-book/jax-stuff/",
+    inputs=routed_inputs,
     parts=(
         Part(
             name="moe_local", points=3,

@@ -1,7 +1,7 @@
 """Hidden configurations: the cases each graded function is judged on, per assignment.
 
-One module per assignment, named after it, defining `cases(part) -> list[Case]` (and,
-optionally, `make_inputs(part, case, seed) -> list[np.ndarray]` for adversarial data).
+One module per assignment, named after it, defining `cases(part) -> list[Case]`; the
+contract draws each case's inputs (`Assignment.inputs`: problem2's routings), from the seed.
 Meshes follow PROBLEMS.md; sizes vary between meshes so that hard-coded shapes fail.
 
 Input values are drawn in the grading parent from a per-course secret (`grading_secret`)
@@ -20,8 +20,7 @@ import importlib
 import os
 import secrets
 
-from assignments.contract import Assignment, Case, Part
-from assignments.contract import make_inputs as default_inputs
+from assignments.contract import Assignment, Case, Part, case_inputs
 
 from ..settings import KIT_ROOT
 
@@ -94,6 +93,5 @@ def hidden_cases(assignment: Assignment) -> dict[str, list[Case]]:
 
 
 def hidden_inputs(assignment: Assignment, part: Part, case: Case, seed: int):
-    """The hidden input arrays for one case (the assignment's own generator if it has one)."""
-    generate = getattr(_module(assignment), "make_inputs", default_inputs)
-    return generate(part, case, seed)
+    """The hidden input arrays for one case (`Assignment.inputs`, from the case's secret seed)."""
+    return case_inputs(assignment, part, case, seed)

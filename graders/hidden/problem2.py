@@ -1,8 +1,9 @@
 """Hidden cases for problem2: five meshes (8, 4 and 3 devices), sizes that differ per mesh,
 and routings chosen to break shortcuts.
 
-The routing of a case is named by its size key ``experts_used`` (read only by
-`make_inputs` here; no shape depends on it), shown to students in the case's label:
+The routing of a case is named by its size key ``experts_used`` (read only by the
+contract's `routing`, which draws B for visible and hidden cases alike; no shape depends on
+it), shown to students in the case's label:
 - ``experts_used = E``: uniform: each row of devices spreads its tokens evenly over all
   experts, in a random order (for top-k with k = E, every token goes to every expert once).
   Even counts make the bytes an all-to-all needs the same for every seed, so sending every
@@ -39,10 +40,8 @@ G = E/nX experts per device, R = F/nY result columns per device, or F for the _x
 """
 from __future__ import annotations
 
-import numpy as np
 
 from assignments.contract import Case, Part
-from assignments.contract import make_inputs as default_inputs
 
 # (mesh, S, D, F, E): S and E divisible by nX, D and F by nY.
 MESHES = [
@@ -99,27 +98,3 @@ def cases(part: Part) -> list[Case]:
         else:  # moe_jit, moe_allgather: uniform and all-to-one
             out += [Case(mesh, {**sizes, "experts_used": used}) for used in _routings(E, idle=False)]
     return out
-
-
-def routing(case: Case, seed: int) -> np.ndarray:
-    """The expert assignments B of a case: int32[S] or, with k in the sizes, int32[S, k]."""
-    s = case.all_sizes
-    E, S, k = s["E"], s["S"], s.get("k")
-    used = s.get("experts_used", E)
-    rng = np.random.default_rng([seed, 2])
-    experts = rng.permutation(E)[:used]
-    shape = (S,) if k is None else (S, k)
-    if k is not None and k == E and used == E:
-        chosen = np.stack([rng.permutation(E) for _ in range(S)])  # every expert, once each
-    elif used == E:  # even: each row's (token, choice) pairs cycle through the experts, shuffled
-        rows = np.arange(S * (k or 1)).reshape(s["nX"], -1) % E
-        chosen = experts[rng.permuted(rows, axis=1)].reshape(shape)
-    else:  # skewed over the used experts (one expert when used == 1)
-        weights = 1.0 / np.arange(1, used + 1)
-        chosen = experts[rng.choice(used, size=shape, p=weights / weights.sum())]
-    return chosen.astype(np.int32)
-
-
-def make_inputs(part: Part, case: Case, seed: int) -> list[np.ndarray]:
-    W, A, _ = default_inputs(part, case, seed)
-    return [W, A, routing(case, seed)]
