@@ -573,6 +573,50 @@ def case_inputs(assignment: Assignment, part: Part, case: Case, seed: int) -> li
     return (assignment.inputs or make_inputs)(part, case, seed)
 
 
+def as_float64(value):
+    """An input as float64 NumPy (tuples for `Tree` arguments), for the reference."""
+    if isinstance(value, tuple):
+        return tuple(as_float64(v) for v in value)
+    return np.asarray(value).astype(np.float64)
+
+
+_CONSTANT_ANSWERS: dict[tuple[str, str, str], bool] = {}
+
+
+def answer_is_constant(assignment: Assignment, part: Part, case: Case) -> bool:
+    """Is `case`'s right answer the same whatever its inputs hold? (roll_diff with a shift that
+    is a whole number of shards' rows: all zeros; a normalization over one row: all ones.) A
+    function that ignores its inputs is right there, so being right there shows nothing alone.
+    Two independent draws of the inputs, compared."""
+    key = (assignment.name, part.name, case.label)
+    if key not in _CONSTANT_ANSWERS:
+        answers = [part.reference(*[as_float64(a) for a in case_inputs(assignment, part, case, seed)],
+                                  mesh=case.mesh, **case.statics) for seed in (1, 2)]
+        first, second = ([np.asarray(x) for x in _leaves(answer)] for answer in answers)
+        _CONSTANT_ANSWERS[key] = all(a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-12)
+                                     for a, b in zip(first, second))
+    return _CONSTANT_ANSWERS[key]
+
+
+def _leaves(value) -> list:
+    return [leaf for item in value for leaf in _leaves(item)] if isinstance(value, (tuple, list)) else [value]
+
+
+NEEDS_AN_INPUT_CASE = ("values right, but this case's answer is the same whatever the inputs hold, so a function "
+                       "that ignores its inputs is right here too: it counts once your function is right on a case "
+                       "whose answer depends on its inputs")
+
+
+def counted_where_answers_depend(cases: list[CaseResult], constant: list[bool]) -> list[CaseResult]:
+    """The cases with right values on cases of constant answer (`answer_is_constant`) counted
+    only if the values are right on some case whose answer depends on the inputs: a function
+    that returns zeros must not earn roll_diff's shift-0 cases."""
+    if all(constant) or any(c.values_ok for c, fixed in zip(cases, constant) if not fixed):
+        return cases
+    return [dataclasses.replace(c, values_ok=False, problems=[NEEDS_AN_INPUT_CASE] + c.problems)
+            if fixed and c.values_ok else c for c, fixed in zip(cases, constant)]
+
+
 def _placeholder(arg):
     """A value with `arg`'s nesting, for `map_args` to walk."""
     return tuple(_placeholder(item) for item in arg.items) if isinstance(arg, Tree) else None

@@ -16,8 +16,8 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_attrs, arg_leaves, map_args,
-                       program_ops, style_shows, uses_shard_map, work_outside_shard_map)
+from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_attrs, arg_leaves, as_float64,
+                       map_args, program_ops, style_shows, uses_shard_map, work_outside_shard_map)
 from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
 
@@ -128,7 +128,7 @@ def _hint(part: Part, out, arrays, case: Case) -> str:
     that mistake's), then `part.case_note`'s note on this case, if it has one."""
     hints = []
     if part.values_hint and (part.hint_when is None or _matches(out, part.hint_when(
-            *[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics))):
+            *[as_float64(a) for a in arrays], mesh=case.mesh, **case.statics))):
         hints.append(part.values_hint)
     if part.case_note is not None and (note := part.case_note(case)):
         hints.append(note)
@@ -229,7 +229,7 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
         return CaseResult(case, False, not rule_problems, [problem] + rule_problems, analysis, ran=False)
     analysis = count_when_run(compiled, args, analysis)
     rule_problems += part.rule.violations(analysis, case, arrays)
-    reference = part.reference(*[_as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
+    reference = part.reference(*[as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
     if isinstance(part.result, Tree):
         problems = _tree_problems(out, part, reference, mesh, case, show_values)
         if any("values wrong" in p for p in problems) and (hint := _hint(part, out, arrays, case)):
@@ -531,13 +531,6 @@ def _sharding_fix(part: Part) -> str:
         return ("on an Explicit mesh the sharding is part of the type: pass out_sharding= to the "
                 "operation that makes the result, e.g. jnp.matmul(x, w, out_sharding=P('X', 'Y'))")
     return "add out_shardings to jax.jit, or fix out_specs"
-
-
-def _as_float64(value):
-    """An input as float64 NumPy (tuples for `Tree` arguments), for the reference."""
-    if isinstance(value, tuple):
-        return tuple(_as_float64(v) for v in value)
-    return np.asarray(value).astype(np.float64)
 
 
 def _tree_problems(out, part: Part, reference, mesh, case: Case, show_values: bool) -> list[str]:

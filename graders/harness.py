@@ -25,7 +25,8 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from assignments.contract import Assignment, Case, CaseResult, Part, case_request, style_on_every_mesh
+from assignments.contract import (Assignment, Case, CaseResult, Part, answer_is_constant, case_request,
+                                  counted_where_answers_depend, style_on_every_mesh)
 from assignments.contracts import get_assignment
 
 from . import verdicts
@@ -326,10 +327,13 @@ def _collect(events: list[dict], timings: dict) -> list[str]:
 def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):
     """The grading's result; a case with no result failed for the first problem reported."""
     unanswered = problems[0] if problems else "no artifact"
-    parts = [PartResult(part.name, part.points, style_on_every_mesh(part, [
-                 results[j.id] if j.id in results else CaseResult.failed(j.case, unanswered)
-                 for j in jobs if j.part is part]))
-             for part in assignment.parts]
+    parts = []
+    for part in assignment.parts:
+        own = [j for j in jobs if j.part is part]
+        cases = style_on_every_mesh(part, [results[j.id] if j.id in results else CaseResult.failed(j.case, unanswered)
+                                           for j in own])
+        constant = [answer_is_constant(assignment, part, j.case) for j in own]
+        parts.append(PartResult(part.name, part.points, counted_where_answers_depend(cases, constant)))
     if problems:
         for p in parts:
             if not any(c.values_ok for c in p.cases):

@@ -165,6 +165,7 @@ CORPUS_VERDICTS = {
     "reads_solutions": (None, {}),
     "replicated_output": (8, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
     "slice_roll": (9.4, {"roll_diff": r"values wrong"}),
+    "ignores_inputs": (8, {"roll_diff": r"counts once your function is right on a case whose answer depends"}),
     "tampering": (0, {"roll_diff": r"not implemented"}),
     "wrong_dtype": (8, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
     "wrong_shape": (8, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),

@@ -26,6 +26,7 @@ from grading import (CORPUS, CORPUS_LIMITS, FAULTS, JAX_FAULTS, SANDBOXED, asser
                      corpus_files, failing_cases, graded)
 
 import assignments.evaluate
+from assignments.contract import NEEDS_AN_INPUT_CASE
 from assignments.contracts import get_assignment
 from graders import Limits, SubmissionResult
 from graders.samples import notebook_from
@@ -140,6 +141,21 @@ def test_slicing_roll_fails_on_large_shifts(grade):
                                   rf"X-shard holds: .* moves rows by {shift} % {rows} = {shift % rows}\. "
                                   rf"jnp\.roll wraps any shift", "; ".join(c.problems)), c.problems
     assert len(failing_cases(result, "roll_diff")) == 3
+
+
+def test_a_roll_that_ignores_its_input_earns_nothing(grade):
+    """Does zeros of the right shape, dtype and sharding, with no communication, earn none of
+    roll_diff's points, though zeros are the right answer of every case whose shift is a whole
+    number of the rows per shard? Those cases count only beside a right case whose answer
+    depends on A, and the message on each says so; the slicing roll, right on smaller shifts,
+    keeps them (above)."""
+    result = grade("ignores_inputs")
+    assert_only_broken(result, "roll_diff", 0.0, r"values right, but this case's answer is the same whatever")
+    part = result.part("roll_diff")
+    constant = [c for c in part.cases if c.case.statics["shift"] % (c.case.sizes["S"] // c.case.mesh[0]) == 0]
+    assert len(constant) == 3 and not any(c.values_ok for c in part.cases)
+    assert all(c.problems[0] == NEEDS_AN_INPUT_CASE for c in constant)
+    assert not any(NEEDS_AN_INPUT_CASE in c.problems for c in part.cases if c not in constant)
 
 
 def test_wrong_dtype(grade):
@@ -375,7 +391,7 @@ def test_cli_writes_gradescope_results(tmp_path):
 
 
 TESTED = {
-    "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll",
+    "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll", "ignores_inputs",
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
     "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside", "loop_outside", "triangular_solve_outside",
     "missing_function", "wrong_signature",

@@ -116,3 +116,30 @@ def test_a_missing_shard_map_shown_on_one_mesh_counts_on_every_mesh():
     assert style_on_every_mesh(part, shown) == shown
     jit_part = get_assignment("problem1").part("shard_average_jit")
     assert style_on_every_mesh(jit_part, lacking) == lacking
+
+
+def test_a_case_any_constant_answers_counts_only_beside_one_that_depends_on_the_inputs():
+    """roll_diff's answer at a shift that is a whole number of a shard's rows is all zeros, and a
+    normalization over one row is all ones, whatever the inputs hold. Are exactly those hidden
+    cases found (two draws of the inputs), and are right values there counted only when some
+    case whose answer depends on the inputs is right too?"""
+    from assignments.contract import NEEDS_AN_INPUT_CASE, answer_is_constant, counted_where_answers_depend
+    from assignments.contracts import get_assignment
+    from graders.hidden import hidden_cases
+
+    constant = {(a, p.name, c.label) for a in ("warmup", "problem1", "problem2", "problem3", "problem4")
+                for p in get_assignment(a).parts for c in hidden_cases(get_assignment(a))[p.name]
+                if answer_is_constant(get_assignment(a), p, c)}
+    assert constant == {("problem1", "roll_diff", "mesh 2x4, S=16, D=8, shift=0"),
+                        ("problem1", "roll_diff", "mesh 1x8, S=5, D=16, shift=0"),
+                        ("problem1", "roll_diff", "mesh 2x2, S=6, D=10, shift=6"),
+                        ("warmup", "normalized_convolution", "mesh 1x1, N=1, L=15, Lc=13")}
+
+    right, wrong = case(), case(values_ok=False, problems=["values wrong"])
+    only_where_constant = counted_where_answers_depend([right, wrong, right], [True, False, True])
+    assert [c.values_ok for c in only_where_constant] == [False, False, False]
+    assert only_where_constant[0].problems == [NEEDS_AN_INPUT_CASE] and only_where_constant[1] is wrong
+    assert PartResult("roll_diff", 2, only_where_constant).score == 0
+    beside_a_right_one = [right, right, wrong]
+    assert counted_where_answers_depend(beside_a_right_one, [True, False, False]) == beside_a_right_one
+    assert counted_where_answers_depend([right, wrong], [True, True]) == [right, wrong]  # nothing to lean on

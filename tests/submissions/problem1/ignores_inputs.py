@@ -1,0 +1,52 @@
+"""Ignores its input: roll_diff returns zeros of the right shape, dtype and sharding, with
+no communication at all. A shift that is a whole number of the rows per shard (0, or 6 on 3
+rows) has the all-zero answer whatever A holds, so zeros are right there; those cases count
+only once a case whose answer depends on A is right too, and none is.
+
+Broken part: roll_diff (every case).
+Every other function is the reference solution.
+"""
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+
+def shard_average_jit(A, *, mesh):
+    nX = mesh.shape['X']
+    S, D = A.shape
+
+    def average(a):
+        return a.reshape(nX, S // nX, D).mean(axis=1)
+
+    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
+
+
+def shard_average_shard_map(A, *, mesh):
+    def local(block):
+        return block.mean(axis=0, keepdims=True)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
+
+
+def block_average_jit(A, *, mesh):
+    nX, nY = mesh.shape['X'], mesh.shape['Y']
+    S, D = A.shape
+
+    def average(a):
+        return a.reshape(nX, S // nX, nY, D // nY).mean(axis=(1, 3))
+
+    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
+
+
+def block_average_shard_map(A, *, mesh):
+    def local(block):
+        return block.mean(keepdims=True)
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
+
+
+def roll_diff(A, *, mesh, shift):
+    def local(block):
+        return jnp.zeros_like(block)  # Broken: the answer of shift 0, for every shift
+
+    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
