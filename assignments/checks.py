@@ -44,13 +44,14 @@ class CheckFailed(AssertionError):
     output area at 1280 px with the file browser open. JupyterLab breaks longer lines anywhere,
     mid-word included (`word-break: break-all`)."""
 
-    def __init__(self, name: str, problems: list[str]):
-        self.name, self.problems = name, list(problems)
+    def __init__(self, name: str, problems: list[str], case: str | None = None):
+        self.name, self.problems, self.case = name, list(problems), case
         first = [p.splitlines()[0] if p else "" for p in self.problems] or ["failed"]
         super().__init__(f"{name}: " + "; ".join(first))
 
     def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
-        lines = [f"CheckFailed: the visible check of {self.name} did not pass (details in its panel)"]
+        which = f"the visible check of {self.name}" if self.case is None else f"{self.name} at {self.case}"
+        lines = [f"CheckFailed: {which} did not pass (details in its panel)"]
         for p in self.problems:
             first = p.splitlines()[0] if p else ""
             cut = first if len(first) + 2 <= self.SHOWN else first[:self.SHOWN - 4].rsplit(" ", 1)[0] + " \u2026"
@@ -83,7 +84,13 @@ class CheckResult:
 
     def __repr__(self) -> str:
         verdict = "passed" if self.passed else "failed"
-        return f"<visible check of {self.part.name}: {verdict}>"
+        return f"<{self.name}: {verdict}>"
+
+    @property
+    def name(self) -> str:
+        """What was checked: "visible check of roll_diff", or "roll_diff at <case>" for a case
+        the student named."""
+        return f"{self.part.name} at {self.result.case.label}" if self.chosen else f"visible check of {self.part.name}"
 
     def _ipython_display_(self) -> None:  # the last line of a cell: show the panel once
         if not self.shown:
@@ -240,7 +247,7 @@ def check(fn, *, part: str | None = None, show: bool = True, raises: bool = True
         if case is None and spec.baseline is not None and spec.cost_case is not None and result.analysis is not None:
             show_cost_comparison(spec, fn)
     if raises and not outcome.passed:
-        raise CheckFailed(spec.name, outcome.problems)
+        raise CheckFailed(spec.name, outcome.problems, case=first.label if case is not None else None)
     return outcome
 
 
@@ -306,7 +313,8 @@ def render(outcome: CheckResult) -> None:
                      "\nProbably right: the hidden graders try many more meshes and shapes.", style="dim")
     else:
         lines.append("\n".join(f"\u2717 {p}" for p in outcome.problems), style="red")
-    title = f"visible check: {spec.name} " + ("[green]passed[/green]" if outcome.passed else "[red]failed[/red]")
+    title = (f"{spec.name} at {result.case.label}: " if outcome.chosen else f"visible check: {spec.name} ") + (
+        "[green]passed[/green]" if outcome.passed else "[red]failed[/red]")
     console.print(Panel(lines, title=title, title_align="left"))
 
 

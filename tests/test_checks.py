@@ -99,6 +99,16 @@ def test_a_hidden_case_runs_as_its_message_says(repo_root):
     assert re.search(r"values wrong: 63 of 63 elements differ .*worst at index .*Here \|shift\| = 15 "
                      r"is at least the 7 rows", result.problems[0])
     assert "Right on these inputs" not in str(result.problems)
+    assert repr(result) == "<roll_diff at mesh 1x3, S=7, D=9, shift=-15: failed>"
+    from assignments.checks import console, render
+
+    with console.terminal.capture() as shown:
+        render(result)
+    assert "roll_diff at mesh 1x3, S=7, D=9, shift=-15: failed" in shown.get() and "visible check" not in shown.get()
+    with pytest.raises(assignments.CheckFailed) as failed:  # named by its case, not as the visible check
+        assignments.check(slicing.roll_diff, show=False, case=label)
+    assert failed.value._render_traceback_()[0] == (
+        "CheckFailed: roll_diff at mesh 1x3, S=7, D=9, shift=-15 did not pass (details in its panel)")
     assert assignments.check(slicing.roll_diff, show=False, case="mesh 2x2, S=6, D=10, shift=1").passed
     # Every hidden case of every function reads back from its label (sizes, statics, floats).
     from assignments.checks import parse_case
