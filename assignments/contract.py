@@ -136,7 +136,8 @@ class Part:
     """The argument whose data that collective carries (the tokens A): one of them over
     `writes_over` must carry this argument as it is (`DataFlow.carried_sources`: not only
     products of it, nor integers) or be computed from it and from no other float one (a
-    one-hot dispatch), by the lowered program's data flow (`evaluate.written_collectives`)."""
+    one-hot dispatch), by the lowered program's data flow (`evaluate.written_collectives`), in
+    pieces of at least one of its rows per device: a number made from it carries none of it."""
     stays_on: tuple[str, str] | None = None
     """(An argument, a mesh axis): no collective the submission writes carries, over that axis,
     that argument as it is (`DataFlow.carried_sources`: the experts W never cross X, only their
@@ -334,17 +335,21 @@ class DataFlow:
             return v.owner.operation
         return None
 
-    def sources(self, values) -> frozenset[int]:
-        """Positions of the entry function's arguments that `values` are computed from."""
-        return frozenset(n for n in map(self._entry_argument, self._back(values)) if n is not None)
+    def sources(self, values, narrower_than: int = 0) -> frozenset[int]:
+        """Positions of the entry function's arguments that `values` are computed from. With
+        `narrower_than`, not through a value of fewer elements (see `carried_sources`)."""
+        stop = lambda v: _elements(v) < narrower_than  # noqa: E731
+        return frozenset(n for n in map(self._entry_argument, self._back(values, stop)) if n is not None)
 
-    def carried_sources(self, values) -> frozenset[int]:
+    def carried_sources(self, values, narrower_than: int = 0) -> frozenset[int]:
         """Positions of the entry function's arguments that `values` carry as they are: found
         without going back through a product (`is_product`: a matmul, a convolution, a sum of
         products), which makes results out of an argument rather than moving it. Reshapes,
-        casts, bits reinterpreted and arithmetic with other data all still carry it."""
-        return frozenset(n for n in map(self._entry_argument, self._back(values, stop=is_product))
-                         if n is not None)
+        casts, bits reinterpreted and arithmetic with other data all still carry it. With
+        `narrower_than` (one row of an argument), not through a value of fewer elements
+        either: a number made from the tokens (``A[0, 0] - A[0, 0]``) carries none of them."""
+        stop = lambda v: is_product(v) or _elements(v) < narrower_than  # noqa: E731
+        return frozenset(n for n in map(self._entry_argument, self._back(values, stop)) if n is not None)
 
     def only_through(self, values, operations: frozenset[str]) -> bool:
         """Are `values` the program's arguments passed on through `operations` alone?"""
@@ -395,6 +400,17 @@ class DataFlow:
         if owner.name == "sdy.manual_computation":
             return self._returned(owner.regions[0], k)
         return list(owner.operands)
+
+
+def _elements(value) -> float:
+    """Elements of a tensor value (infinite for anything else: a token, a tuple)."""
+    from jax._src.lib.mlir import ir
+
+    try:
+        shape = ir.RankedTensorType(value.type).shape
+    except (ValueError, TypeError):
+        return float("inf")
+    return float(np.prod(shape)) if all(d >= 0 for d in shape) else float("inf")
 
 
 PRODUCT_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import math
 import re
 import warnings
 from typing import NamedTuple
@@ -273,7 +274,8 @@ class WrittenCollective(NamedTuple):
 
 
 @functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]) -> list[WrittenCollective]:
+def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
+                        narrower_than: int = 0) -> list[WrittenCollective]:
     """Each collective of a lowered program (``all_gather``, ...), parsed once per program as
     `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
     on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
@@ -281,7 +283,7 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]) -> lis
     are those its pairs cross.
     Sources: the positions of the program's arguments an operand is computed from
     (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
-    in order)."""
+    in order); with `narrower_than`, not through values of fewer elements."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
@@ -304,8 +306,8 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...]) -> lis
             else:
                 axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(attrs[key])) if a in MESH_AXES}
             found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
-                                           tuple(flow.sources([v]) for v in operation.operands),
-                                           tuple(flow.carried_sources([v]) for v in operation.operands)))
+                                           tuple(flow.sources([v], narrower_than) for v in operation.operands),
+                                           tuple(flow.carried_sources([v], narrower_than) for v in operation.operands)))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
@@ -391,6 +393,17 @@ def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
     return found
 
 
+def _row_elements(arg, case: Case) -> int:
+    """Elements of one row of `arg` on a device (its last dimension, divided over the mesh axes
+    its sharding splits that dimension over): one token of A is D/nY floats at P('X', 'Y')."""
+    shape = arg.shape(case)
+    spec = tuple(arg.partition_spec)
+    axes = spec[len(shape) - 1] if len(spec) >= len(shape) and shape else None
+    sizes = dict(zip(MESH_AXES, case.mesh))
+    split = math.prod(sizes[a] for a in ((axes,) if isinstance(axes, str) else axes or ()))
+    return shape[-1] // split if shape else 1
+
+
 def _alone(sources: frozenset[int], of: int, part: Part) -> bool:
     """Is a value with these sources computed from argument `of` and from no other float one
     (the tokens dispatched by a one-hot matmul, not mixed with W)?"""
@@ -468,7 +481,10 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     names = [a.name for a in part.args]
     of = names.index(part.writes_of)
     # The tokens as they are (through any arithmetic but a product), or anything computed from
-    # the tokens and from no other float input (a one-hot dispatch is a product of A alone).
+    # the tokens and from no other float input (a one-hot dispatch is a product of A alone);
+    # either way in pieces of one token's row at least, never through a single number of them.
+    over = [c for c in written_collectives(stablehlo_text, case.mesh, _row_elements(part.args[of], case))
+            if c.op == part.writes and part.writes_over in c.axes and c.carried]
     if any(of in carried or _alone(sources, of, part) for c in over for carried, sources in zip(c.carried, c.sources)):
         return []
     carried = sorted({names[i] for c in over for each in c.carried for i in each if i < len(names)})
@@ -487,8 +503,9 @@ only asks what the written ones over `Part.writes_over` carry."""
 WRITTEN_HINT = {
     "all_gather": "Bring the tokens to the experts: gathering the experts (W) to the tokens moves the matrices "
                   "the design keeps in place.",
-    "all_to_all": "Send the tokens themselves to their experts' rows in the all_to_all (not as integers, and not "
-                  "by permutes or psums beside it), and their results back the same way.",
+    "all_to_all": "Send the tokens themselves to their experts' rows in the all_to_all (not as integers, not by "
+                  "permutes or psums beside it, and not as a number computed from them), and their results back "
+                  "the same way.",
 }
 """What to do when a part's collective does not carry the argument it must (`Part.writes_of`)."""
 
