@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from grading import load_module
+from routes import stop
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import assignments
@@ -370,7 +371,8 @@ def _jupyterlab(folder):
     proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
                              "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
                              f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={folder}"],
-                            cwd=str(folder), env=env, stdout=log, stderr=subprocess.STDOUT)
+                            cwd=str(folder), env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # its kernels in its process group, ended with it
     base = f"http://127.0.0.1:{port}"
     for _ in range(180):
         try:
@@ -380,7 +382,7 @@ def _jupyterlab(folder):
             if proc.poll() is not None:
                 break
             time.sleep(0.5)
-    proc.kill()
+    stop(proc)
     raise RuntimeError(f"jupyter lab did not start: {(folder / 'lab.log').read_text()[-2000:]}")
 
 
@@ -461,5 +463,4 @@ def test_schedule_reads_in_jupyterlab_light_and_dark(busy_shared_memory, tmp_pat
                     assert m["text"] >= 4.5 and m["lines"] >= 3.0, (theme, m)   # WCAG: text, then graphics
             browser.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc, timeout=30)  # SIGTERM to the group; SIGKILL if a busy machine keeps it past 30 s
