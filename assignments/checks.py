@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import re
 import traceback
@@ -18,7 +17,7 @@ import jax
 from rich.panel import Panel
 from rich.text import Text
 
-from .contract import MESH_AXES, Assignment, Case, CaseResult, Part, arg_leaves, case_inputs
+from .contract import Assignment, Case, CaseResult, Part, arg_leaves, case_inputs
 from .contracts import find_part
 from .devices import setup_devices
 from .diagnosis import exception_hint, not_implemented_message
@@ -138,14 +137,11 @@ def _explain(e: BaseException) -> str:
 
 def _divides(spec: Part, case: Case) -> bool:
     """Whether every argument's sharded dimensions divide evenly on the case's mesh."""
-    sizes = dict(zip(MESH_AXES, case.mesh))
     try:
         for arg in spec.args:
             for leaf in arg_leaves(arg):
-                for dim, entry in zip(leaf.shape(case), leaf.spec):
-                    axes = entry if isinstance(entry, tuple) else (entry,) if entry else ()
-                    if dim % math.prod(sizes[a] for a in axes):
-                        return False
+                if any(dim % split for dim, split in zip(leaf.shape(case), leaf.splits(case))):
+                    return False
     except Exception:
         return False
     return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -36,6 +37,13 @@ class Arg:
     def shape(self, case: "Case") -> tuple[int, ...]:
         sizes = case.all_sizes
         return tuple(sizes[d] if isinstance(d, str) else int(d) for d in self.dims)
+
+    def splits(self, case: "Case") -> tuple[int, ...]:
+        """Over how many devices each dimension is split on `case`'s mesh (1: kept whole)."""
+        sizes = dict(zip(MESH_AXES, case.mesh))
+        entries = tuple(self.spec) + (None,) * (len(self.dims) - len(self.spec))
+        return tuple(math.prod(sizes[a] for a in (e if isinstance(e, tuple) else (e,) if e else ()))
+                     for e in entries[:len(self.dims)])
 
     @property
     def partition_spec(self):

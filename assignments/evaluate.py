@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import math
 import re
 import warnings
 from typing import NamedTuple
@@ -271,6 +270,11 @@ class WrittenCollective(NamedTuple):
     carried: tuple[frozenset[int], ...]
     """The arguments each operand carries as they are, not as results of a product
     (`DataFlow.carried_sources`)."""
+    whole_sources: tuple[frozenset[int], ...]
+    """`sources`, not through values of fewer elements than `written_collectives`'
+    `narrower_than` (the same when it is 0)."""
+    whole_carried: tuple[frozenset[int], ...]
+    """`carried`, likewise."""
 
 
 @functools.lru_cache(maxsize=16)
@@ -283,7 +287,8 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
     are those its pairs cross.
     Sources: the positions of the program's arguments an operand is computed from
     (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
-    in order); with `narrower_than`, not through values of fewer elements."""
+    in order); `whole_sources` and `whole_carried`, not through values of fewer elements than
+    `narrower_than` (one row of an argument)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
@@ -305,9 +310,15 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
                 axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
             else:
                 axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(attrs[key])) if a in MESH_AXES}
+            sources = tuple(flow.sources([v]) for v in operation.operands)
+            carried = tuple(flow.carried_sources([v]) for v in operation.operands)
+            if narrower_than:
+                whole = (tuple(flow.sources([v], narrower_than) for v in operation.operands),
+                         tuple(flow.carried_sources([v], narrower_than) for v in operation.operands))
+            else:
+                whole = (sources, carried)
             found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
-                                           tuple(flow.sources([v], narrower_than) for v in operation.operands),
-                                           tuple(flow.carried_sources([v], narrower_than) for v in operation.operands)))
+                                           sources, carried, *whole))
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(visit)
@@ -397,11 +408,7 @@ def _row_elements(arg, case: Case) -> int:
     """Elements of one row of `arg` on a device (its last dimension, divided over the mesh axes
     its sharding splits that dimension over): one token of A is D/nY floats at P('X', 'Y')."""
     shape = arg.shape(case)
-    spec = tuple(arg.partition_spec)
-    axes = spec[len(shape) - 1] if len(spec) >= len(shape) and shape else None
-    sizes = dict(zip(MESH_AXES, case.mesh))
-    split = math.prod(sizes[a] for a in ((axes,) if isinstance(axes, str) else axes or ()))
-    return shape[-1] // split if shape else 1
+    return shape[-1] // arg.splits(case)[-1] if shape else 1
 
 
 def _alone(sources: frozenset[int], of: int, part: Part) -> bool:
@@ -434,10 +441,14 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
                 f"outside the shard_map): a shard_map that passes its input through, or whose result is "
                 f"thrown away, leaves the work to jax.jit. Sum (and multiply) each device's own block "
                 f"inside the shard_map."]
+    names = [a.name for a in part.args]
+    # One reading of the program's collectives serves both checks below; the tokens' check
+    # reads it in pieces of one token's row at least (`_row_elements`).
+    row = _row_elements(part.args[names.index(part.writes_of)], case) if part.writes_of else 0
     if part.stays_on and judged:
         arg, axis = part.stays_on
-        of = [a.name for a in part.args].index(arg)
-        moved = sorted({c.op for c in written_collectives(stablehlo_text, case.mesh)
+        of = names.index(arg)
+        moved = sorted({c.op for c in written_collectives(stablehlo_text, case.mesh, row)
                         if axis in c.axes and any(of in carried for carried in c.carried)})
         if moved:
             return [f"{part.name} must keep {arg} where it lives, but its {', '.join(moved)} over {axis} carries "
@@ -458,7 +469,7 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     if not (part.writes and judged):
         return []
     written = WRITTEN.get(part.writes, part.writes)
-    collectives = [c for c in written_collectives(stablehlo_text, case.mesh) if c.op == part.writes]
+    collectives = [c for c in written_collectives(stablehlo_text, case.mesh, row) if c.op == part.writes]
     if part.writes in NAMED_BY_THE_RULE:
         collectives = [c for c in collectives if part.writes_over in c.axes]
         if not collectives:
@@ -478,16 +489,14 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
                 f"shard_map's boundary instead."]
     if part.writes_of is None:
         return []
-    names = [a.name for a in part.args]
     of = names.index(part.writes_of)
     # The tokens as they are (through any arithmetic but a product), or anything computed from
     # the tokens and from no other float input (a one-hot dispatch is a product of A alone);
     # either way in pieces of one token's row at least, never through a single number of them.
-    over = [c for c in written_collectives(stablehlo_text, case.mesh, _row_elements(part.args[of], case))
-            if c.op == part.writes and part.writes_over in c.axes and c.carried]
-    if any(of in carried or _alone(sources, of, part) for c in over for carried, sources in zip(c.carried, c.sources)):
+    if any(of in carried or _alone(sources, of, part)
+           for c in over for carried, sources in zip(c.whole_carried, c.whole_sources)):
         return []
-    carried = sorted({names[i] for c in over for each in c.carried for i in each if i < len(names)})
+    carried = sorted({names[i] for c in over for each in c.whole_carried for i in each if i < len(names)})
     what = " and ".join(carried) or "no input as it is (products of the inputs, or values made in the program)"
     return [f"{part.name} must send the tokens ({part.writes_of}) over {part.writes_over} with {written} inside "
             f"its shard_map, but no {written} over {part.writes_over} carries them: what they carry is {what}. "
