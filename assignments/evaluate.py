@@ -493,9 +493,20 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
     # The tokens as they are (through any arithmetic but a product), or anything computed from
     # the tokens and from no other float input (a one-hot dispatch is a product of A alone);
     # either way in pieces of one token's row at least, never through a single number of them.
-    if any(of in carried or _alone(sources, of, part)
-           for c in over for carried, sources in zip(c.whole_carried, c.whole_sources)):
-        return []
+    def tokens(c):
+        return any(of in carried or _alone(sources, of, part)
+                   for carried, sources in zip(c.whole_carried, c.whole_sources))
+
+    if any(map(tokens, over)):
+        # ... and in it alone: tokens that also cross by permutes or psums beside it (in any type)
+        # leave it a decoy to carry, a few of their rows made into nothing.
+        beside = sorted({WRITTEN.get(c.op, c.op) for c in written_collectives(stablehlo_text, case.mesh, row)
+                         if c.op != part.writes and part.writes_over in c.axes and tokens(c)})
+        if not beside:
+            return []
+        return [f"{part.name} must send the tokens ({part.writes_of}) over {part.writes_over} with {written}, but "
+                f"its {', '.join(beside)} over {part.writes_over} carries them too (as they are, in any type, or "
+                f"computed from them alone). {WRITTEN_HINT[part.writes]}"]
     carried = sorted({names[i] for c in over for each in c.whole_carried for i in each if i < len(names)})
     what = " and ".join(carried) or "no input as it is (products of the inputs, or values made in the program)"
     return [f"{part.name} must send the tokens ({part.writes_of}) over {part.writes_over} with {written} inside "
@@ -503,8 +514,10 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
             f"{WRITTEN_HINT[part.writes]}"]
 
 
-WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather", "all_to_all": "jax.lax.all_to_all"}
-"""The jax.lax call that lowers to each collective a part may require (`Part.writes`)."""
+WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather", "all_to_all": "jax.lax.all_to_all",
+           "collective_permute": "jax.lax.ppermute"}
+"""The jax.lax call that lowers to each collective a part may require (`Part.writes`) or
+a message names."""
 NAMED_BY_THE_RULE = frozenset({"all_to_all"})
 """Collectives whose absence the part's rule already names, read from the compiled program
 (problem2's `TokensByAllToAll`: "no all-to-all over X moves the tokens"): the style check

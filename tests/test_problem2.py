@@ -733,21 +733,29 @@ def test_experts_moved_by_jit_around_the_shard_map_are_refused(grade):
                f"it" in part.output
 
 
-@pytest.mark.parametrize("file", ["tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy"])
+@pytest.mark.parametrize("file", ["tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy",
+                                  "tokens_by_permutes_beside_a_row_decoy"])
 def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(grade, file):
     """Each round's tokens sent over X by rings of ppermutes, as int32 bits in pieces smaller than
     an expert's slice, only the results and the ids in all_to_alls (the ids with a number made
-    from the tokens added, A[0, 0] - A[0, 0], in the decoy): values right; the rule lost
-    wherever X has two rows or more, saying that no all_to_all over X carries the tokens, only
-    the ids (B)."""
+    from the tokens added, A[0, 0] - A[0, 0], in the decoy; with nX whole rows of the tokens
+    minus themselves in the row decoy): values right; the rule lost wherever X has two rows or
+    more, saying that no all_to_all over X carries the tokens, only the ids (B), or, where the
+    row decoy makes one carry them, that the permutes beside it carry them too."""
     names = ["moe_all_to_all", "moe_all_to_all_x"]
     result = grade(file, only=names)
     for name in names:
         part = result.part(name)
         assert all(c.values_ok for c in part.cases), part.output
         assert all(not c.rule_ok for c in part.cases if c.case.mesh[0] >= 2), part.output
-        assert f"{name} must send the tokens (A) over X with jax.lax.all_to_all inside its shard_map, but no " \
-               f"jax.lax.all_to_all over X carries them: what they carry is B." in part.output
+        unsent = (f"{name} must send the tokens (A) over X with jax.lax.all_to_all inside its shard_map, but no "
+                  f"jax.lax.all_to_all over X carries them: what they carry is B.")
+        beside = (f"{name} must send the tokens (A) over X with jax.lax.all_to_all, but its jax.lax.ppermute over "
+                  f"X carries them too")
+        if file == "tokens_by_permutes_beside_a_row_decoy":
+            assert beside in part.output, part.output
+        else:
+            assert unsent in part.output and beside not in part.output, part.output
 
 
 @pytest.mark.parametrize("file", ["nested_shard_maps", "experts_transposed_in_place", "onehot_dispatch"])
@@ -820,7 +828,8 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",
-          "tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy", "nested_shard_maps", "experts_transposed_in_place",
+          "tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy", "tokens_by_permutes_beside_a_row_decoy",
+          "nested_shard_maps", "experts_transposed_in_place",
           "experts_laundered_by_loop_trip_counts", "onehot_dispatch",
           "topk_over_distinct_experts"}
 
