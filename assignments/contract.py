@@ -277,6 +277,12 @@ def program_ops(stablehlo_text: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def check_call(part: Part, case: Case) -> str:
+    """The call that runs `part`'s visible check at `case`'s mesh, sizes and statics, on inputs
+    of the check's own: what a hidden case's message tells the student to run."""
+    return f"check({part.name}, case={case.label!r})"
+
+
 class DataFlow:
     """Backward data flow in a lowered (StableHLO) program: which of the program's arguments a
     value is computed from. Followed through calls (a function's argument is what its callers

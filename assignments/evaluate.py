@@ -17,7 +17,7 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
 from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_attrs, arg_leaves, as_float64,
-                       map_args, program_ops, style_shows, uses_shard_map, work_outside_shard_map)
+                       check_call, map_args, program_ops, style_shows, uses_shard_map, work_outside_shard_map)
 from .hlo import ProgramAnalysis, analyze, axes_of_groups
 from .rules import ring_directions_note
 
@@ -555,12 +555,6 @@ def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_v
     elif wrong := _copies_problem(out, np.asarray(reference, dtype=np.float64), show_values, retry):
         problems.append(wrong)
     return problems
-
-
-def check_call(part: Part, case: Case) -> str:
-    """The call that runs `part`'s visible check at `case`'s mesh, sizes and statics, on inputs
-    of the check's own: what a hidden case's message tells the student to run."""
-    return f"check({part.name}, case={case.label!r})"
 
 
 def _sharding_fix(part: Part) -> str:

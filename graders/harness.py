@@ -26,7 +26,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from assignments.contract import (Assignment, Case, CaseResult, Part, answer_is_constant, case_request,
-                                  counted_where_answers_depend, style_on_every_mesh)
+                                  check_call, counted_where_answers_depend, style_on_every_mesh)
 from assignments.contracts import get_assignment
 
 from . import verdicts
@@ -34,8 +34,8 @@ from .files import NotASubmission, read_submission
 from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs, public_seed
 from .results import PartResult, SubmissionResult
 from .sandbox import Slot
-from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree, job_text,
-                                 read_event, request_text)
+from .sandboxed.protocol import (TRACING_ERROR, ProtocolError, encode_array, encode_bytes, encode_tree,
+                                 job_text, read_event, request_text)
 from .settings import DEVICES, Limits
 from .setup_cells import SETUP_CELLS
 from .supervisor import (EXPORT_COMMAND, JUDGE_COMMAND, Deadlines, JobBoard, Prepared, WorkerProcess,
@@ -206,8 +206,12 @@ def cached_verdict(assignment: Assignment, job: _Job, export: dict) -> tuple[str
 
 
 def export_failure(job: _Job, event: dict) -> CaseResult:
-    """A case the export worker answered without an artifact."""
-    return CaseResult.failed(job.case, event["message"] or "no artifact was produced")
+    """A case the export worker answered without an artifact (an exception while tracing
+    names the call that raises it again on the student's machine)."""
+    message = event["message"] or "no artifact was produced"
+    if message.startswith(TRACING_ERROR):
+        message += f"; to see it, run {check_call(job.part, job.case)}"
+    return CaseResult.failed(job.case, message)
 
 
 def _cached_event(hit: dict, job_id: str) -> dict | None:

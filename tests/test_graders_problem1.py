@@ -112,6 +112,10 @@ def test_hard_coded_mesh_sizes_fail_on_other_meshes(grade):
                        r"raised while tracing: TypeError .*cannot reshape array")
     passing = [c.case.mesh for c in result.part("block_average_jit").cases if c.passed]
     assert passing == [(2, 4)]
+    # Each case that raised names the call that raises it again where the student can see it.
+    for c in result.part("block_average_jit").cases:
+        if not c.passed:
+            assert c.problems[0].endswith(f"; to see it, run check(block_average_jit, case={c.case.label!r})")
 
 
 def test_replicated_output_is_wrong_sharding(grade):

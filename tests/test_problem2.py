@@ -413,6 +413,26 @@ def test_experts_that_travel_instead_of_the_tokens_are_refused():
         assert "as many bytes as one expert's [D, 2] slice (64 bytes) or more" in message
 
 
+def test_rows_wider_than_a_token_or_a_result_are_named_not_padding():
+    """When the all-to-alls move too many bytes because they carry rows of all F columns (a
+    shard_map manual over X alone leaves Y to the compiler, whose nY devices of a row each send
+    whole rows), does the message say so, and not blame a chunk's padding?"""
+    rule = TokensByAllToAll(result=lambda s: s["F"] // s["nY"])
+    case = Case((2, 4), {"S": 64, "D": 16, "F": 48, "E": 4})
+    B = np.tile(np.repeat(np.array([0, 2, 1, 3], np.int32), 8), 2)   # 16 pairs for each pair of rows
+
+    def all_to_all(dims):
+        return Collective("all-to-all", ("X",), (ArrayShape("f32", dims),), (), 2, 2)
+
+    assert rule.need(case, B) == (16, 3584)
+    [message] = rule.violations(ProgramAnalysis((all_to_all((2, 8, 16)), all_to_all((2, 8, 48))), (), None, 8),
+                                case, [None, None, B])
+    assert message.startswith("moves 8,192 bytes per device over X; allowed: at most 2x the 3,584"), message
+    assert ("Your all-to-all of f32[2,8,48] carries rows of 48 floats, more than a token's D=16 or a device's 12 "
+            "result columns: each device should send back only its own columns") in message
+    assert "padding" not in message
+
+
 def test_a_value_packed_into_a_wider_type_counts_by_its_bytes():
     """Is the dense W[B] gather refused when packed two floats to a c64 element (as large as the
     f32 one, with half the elements)? And are the largest values ranked as the rules measure
@@ -618,9 +638,10 @@ def test_topk_copies_fail_exactly_when_k_reaches_nX(grade):
         big = (z["nX"] >= 2 and rows >= z["S"]) or rows * z["D"] >= z["share"]
         assert c.values_ok, c.problems
         assert c.rule_ok == (not big), (c.case.label, c.problems)
-        if big:
-            assert re.search(rf"is {z['k']} copies of your {z['T']} tokens, one per \(token, expert\) pair",
-                             "; ".join(c.problems))
+        if big:  # where D = E the same shape is also a one-hot of the choices: the message says both
+            assert re.search(rf"is {z['k']} copies of your {z['T']} tokens, one per \(token, expert\) pair|"
+                             rf"has a row of {z['D']} for each of your {z['T']} tokens' {z['k']} choices.*"
+                             rf"{z['k']} copies of your tokens, or a one-hot", "; ".join(c.problems))
     assert "Send tokens in fixed-size chunks" not in part.output
 
 
@@ -758,11 +779,13 @@ def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(gra
             assert unsent in part.output and beside not in part.output, part.output
 
 
-@pytest.mark.parametrize("file", ["nested_shard_maps", "experts_transposed_in_place", "onehot_dispatch"])
+@pytest.mark.parametrize("file", ["nested_shard_maps", "experts_transposed_in_place", "onehot_dispatch",
+                                  "packed_ids_fori_loop"])
 def test_experts_kept_on_their_rows_another_way_earn_full_marks(grade, file):
     """W passed through nested shard_maps (the inner one's in_specs split W over Y only, X being
     the outer one's), or transposed by jax.jit before the shard_map, or the tokens dispatched to
-    the all_to_all by a one-hot matmul: no expert moves, the tokens travel, full marks."""
+    the all_to_all by a one-hot matmul, or sent with their ids as floats in one buffer by rounds
+    of jax.lax.fori_loop: no expert moves, the tokens travel, full marks."""
     part = grade(file, only=["moe_all_to_all"]).part("moe_all_to_all")
     assert part.score == POINTS["moe_all_to_all"], part.output
 
@@ -829,7 +852,7 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",
           "tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy", "tokens_by_permutes_beside_a_row_decoy",
-          "nested_shard_maps", "experts_transposed_in_place",
+          "nested_shard_maps", "packed_ids_fori_loop", "experts_transposed_in_place",
           "experts_laundered_by_loop_trip_counts", "onehot_dispatch",
           "topk_over_distinct_experts"}
 

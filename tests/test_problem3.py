@@ -9,6 +9,7 @@ import pytest
 from grading import cached_grader
 
 from assignments.contract import Case
+from assignments.contracts import get_assignment
 from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
 from assignments.rules import SplitReduction
 from graders import Limits
@@ -120,7 +121,6 @@ def test_block_with_the_wrong_nonlinearity_loses_its_values(grade, name):
 def test_hidden_block_inputs_keep_gelu_in_its_curved_region():
     """Are gelu's inputs (In @ Win) of order one on every hidden case: mostly inside [-3, 3]
     and spread over it, not pushed out where gelu is linear?"""
-    from assignments.contracts import get_assignment
     from graders.hidden import hidden_cases, hidden_inputs
 
     problem3 = get_assignment("problem3")
@@ -400,3 +400,20 @@ def test_every_corpus_file_is_tested():
               "gather_then_multiply_and_sum", "gather_then_split_sign_sum", "reducescatter_product_outside",
               "blocks_after_the_ring", "unrolled_ring_then_block_loop"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
+
+
+def test_a_program_that_does_not_compile_names_the_check_that_shows_it():
+    """A hidden case whose program XLA refuses (a shard_map manual over Y alone with a psum over
+    a one-device axis does, on an 8x1 mesh): does its message name the call that compiles the
+    same case where the student can see it? (Bytes that are no program at all stand in for it.)"""
+    from graders.hidden import hidden_cases, hidden_inputs
+    from graders.sandboxed import judge
+
+    assignment = get_assignment("problem3")
+    part = assignment.part("allreduce_matmul")
+    case = hidden_cases(assignment)[part.name][0]
+    result = judge.judge_artifact(part, case, b"not a program", hidden_inputs(assignment, part, case, 1), {})
+    [message] = result.problems
+    assert message.startswith("the exported program could not be compiled: ")
+    assert message.endswith(f"; to see it, run check(allreduce_matmul, case={case.label!r})")
+    assert not result.ran

@@ -69,7 +69,7 @@ def test_every_limit_takes_effect_in_the_worker(tmp_path):
                            workers=1, limits=limits, only=["shard_average_jit", "roll_diff"])
     result = outcome.result
     report = result.part("shard_average_jit").output
-    line = re.search(r"\): probe: (.*)", report).group(1)  # after the quoted source line
+    line = re.search(r"\): probe: (.*?); to see it, run check", report).group(1)  # the probe's own words
     found = dict(re.findall(r"(\w+)=(\d+)", line))
     assert found == {"as": str(10 * 1024), "nproc": "300", "fsize": "96", "tmp": "96", "scratch": "96",
                      "shm": "96", "shmmax": "96"}, report

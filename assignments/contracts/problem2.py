@@ -123,6 +123,12 @@ def explain_value(v, s: dict, result: Callable[[dict], int], where: str) -> str:
         return (f"{v.shape} is a padded buffer or its product: {dims[1]} slots for each of {G} experts "
                 f"({sizes}). {advice[0].upper()}{advice[1:]}")
     if where == "rounds" and k >= 2 and dims in ([T * k, D], [T, k, D]):
+        if D == s["E"]:  # the same shape as a one-hot of the choices over the experts
+            return (f"{v.shape} has a row of {D} for each of your {T} tokens' {k} choices, made before the "
+                    f"rounds: {k} copies of your tokens, or a one-hot of the choices over the E = {D} experts "
+                    f"(D = E here). {T * k} such rows reach S*D once k >= nX. Build what a round needs inside "
+                    f"the loop, for that round's pairs only: pick its tokens by index, and turn choices into "
+                    f"per-expert weights with a scatter-add, not a one-hot")
         return (f"{v.shape} is {k} copies of your {T} tokens, one per (token, expert) pair, made before "
                 f"the rounds: {T * k} rows of D reach S*D once k >= nX. Pick each round's tokens inside "
                 f"the loop, by index, for that round's pairs only")
@@ -347,8 +353,7 @@ class TokensByAllToAll:
             f"device's own block included, times its runs). {self._why(tokens, m, s)} "
             f"Observed: {_observed(over_x)}"]
 
-    @staticmethod
-    def _why(tokens, m: int, s: dict) -> str:
+    def _why(self, tokens, m: int, s: dict) -> str:
         """Which of the two ways to move too much it was: too many rounds, or whole rounds of
         padding (a chunk too large for the busiest pair's m pairs)."""
         def chunk(c):  # [nX, chunk, D] in one operand, or nX operands of [1, chunk, D] (XLA:CPU)
@@ -357,6 +362,13 @@ class TokensByAllToAll:
             split = len(c.operands) == s["nX"] and len(dims) == 3 and dims[0] == 1
             return dims[1] if whole or split else None
 
+        # Rows wider than a token or a device's result columns: the excess is in every slot.
+        wide = [c for c in tokens if c.operands[0].dims and c.operands[0].dims[-1] > max(s["D"], self.result(s))]
+        if wide:
+            return (f"Your all-to-all of {wide[0].shape} carries rows of {wide[0].operands[0].dims[-1]} floats, "
+                    f"more than a token's D={s['D']} or a device's {self.result(s)} result columns: each device "
+                    f"should send back only its own columns (a shard_map manual over X alone leaves Y to the "
+                    f"compiler, whose nY devices of a row then each send whole rows).")
         rounds = [(chunk(c), c.count) for c in tokens if chunk(c)]
         if rounds:
             chunk, runs = max(rounds)

@@ -26,7 +26,7 @@ import traceback
 
 from assignments.diagnosis import exception_hint, not_implemented_message
 
-from .protocol import decode_tree, encode_array, encode_bytes, event_channel, read_request
+from .protocol import TRACING_ERROR, decode_tree, encode_array, encode_bytes, event_channel, read_request
 
 BLOCKED_MODULES = ("graders", "solutions")
 """Packages a submission may not import (in the sandbox they are not there at all; this
@@ -271,7 +271,7 @@ def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float
                 "message": f"tracing {part['name']} {e}: an infinite loop, or Python work that "
                            f"grows with the input? Keep loops over array values in JAX"}
     except BaseException as e:
-        return {"status": "error", "message": f"raised while tracing: {describe_exception(e)}{exception_hint(e)}"}
+        return {"status": "error", "message": f"{TRACING_ERROR}{describe_exception(e)}{exception_hint(e)}"}
 
 
 def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, timeout: float,

@@ -64,16 +64,17 @@ def compile_artifact(part, case, artifact: bytes, arrays):
 def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
     """Compile (or reuse), inspect, run and compare one exported case."""
     from assignments.contract import CaseResult
-    from assignments.evaluate import evaluate_compiled
+    from assignments.evaluate import check_call, evaluate_compiled
 
     t0 = time.perf_counter()
     try:
         compiled, text, mesh = compile_artifact(part, case, artifact, arrays)
     except ValueError as e:
         return CaseResult.failed(case, str(e))
-    except Exception as e:
+    except Exception as e:  # XLA refused the program on this mesh: the student can see it happen
         return CaseResult.failed(case, f"the exported program could not be compiled: "
-                                       f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+                                       f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}; "
+                                       f"to see it, run {check_call(part, case)}")
     t1 = time.perf_counter()
     result = evaluate_compiled(part, case, mesh, compiled, text, arrays, show_values=False)
     timings["judge: deserialize and compile"] = timings.get("judge: deserialize and compile", 0) + t1 - t0

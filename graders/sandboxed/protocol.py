@@ -27,6 +27,9 @@ from typing import Any
 VERSION = 3
 """Bumped whenever a request or an event changes shape; a worker refuses another version."""
 
+TRACING_ERROR = "raised while tracing: "
+"""How the export worker's message on an exception in student code while tracing begins."""
+
 MAX_TEXT = 2000
 """Characters of one message or problem a worker may send (longer ones are cut)."""
 MAX_PROBLEMS = 12
