@@ -5,7 +5,8 @@ export worker, so the notebook and the graders name the same fault.
   function (its own stub, or a function it calls, such as `transformer_block` calling an
   unfinished `reducescatter_matmul`);
 - `exception_hint`: what one of JAX's errors usually means in these exercises (an `out_specs`
-  that promises a value is the same along an axis the program never reduced over).
+  that promises a value is the same along an axis the program never reduced over; `jax.set_mesh`
+  inside a graded function, which the checks and the graders trace with `jax.jit`).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def not_implemented_message(exc: NotImplementedError, part_name: str, unfinished
 
 
 _REPLICATION = re.compile(r"out_specs .*replicated across mesh axis '(\w+)'", re.S)
+_SET_MESH_IN_JIT = re.compile(r"set_mesh.*outside of .?jax\.jit", re.S)
 
 
 def exception_hint(exc: BaseException) -> str:
@@ -48,4 +50,9 @@ def exception_hint(exc: BaseException) -> str:
                 f"{axis}, while out_specs says it is the same on all of them. In these exercises that "
                 f"means the partial results were never added over {axis}: check the axis your psum "
                 f"names. Turning check_vma off would hide this, not fix it")
+    if _SET_MESH_IN_JIT.search(str(exc)):
+        return (" The kit's reading: the checks and the graders trace your whole function with "
+                "jax.jit, so a `with jax.set_mesh(mesh):` inside it fails there even where a call of "
+                "your own, outside jax.jit, works. Name the mesh in each sharding instead: "
+                "NamedSharding(mesh, P(...)) for with_sharding_constraint, out_sharding= and reshard")
     return ""
