@@ -63,8 +63,8 @@ def compile_artifact(part, case, artifact: bytes, arrays):
 
 def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
     """Compile (or reuse), inspect, run and compare one exported case."""
-    from assignments.contract import CaseResult
-    from assignments.evaluate import check_call, evaluate_compiled
+    from assignments.contract import CaseResult, check_call
+    from assignments.evaluate import evaluate_compiled
 
     t0 = time.perf_counter()
     try:
