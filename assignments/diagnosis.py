@@ -52,7 +52,7 @@ def exception_hint(exc: BaseException) -> str:
                 f"names. Turning check_vma off would hide this, not fix it")
     if _SET_MESH_IN_JIT.search(str(exc)):
         return (" The kit's reading: the checks and the graders trace your whole function with "
-                "jax.jit, so a `with jax.set_mesh(mesh):` inside it fails there even where a call of "
+                "jax.jit, so a with jax.set_mesh(mesh) block inside it fails there even where a call of "
                 "your own, outside jax.jit, works. Name the mesh in each sharding instead: "
                 "NamedSharding(mesh, P(...)) for with_sharding_constraint, out_sharding= and reshard")
     return ""
