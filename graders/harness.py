@@ -34,7 +34,7 @@ from .files import NotASubmission, read_submission
 from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs, public_seed
 from .results import PartResult, SubmissionResult
 from .sandbox import Slot
-from .sandboxed.protocol import (TRACING_ERROR, ProtocolError, encode_array, encode_bytes, encode_tree,
+from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree,
                                  job_text, read_event, request_text)
 from .settings import DEVICES, Limits
 from .setup_cells import SETUP_CELLS
@@ -209,7 +209,7 @@ def export_failure(job: _Job, event: dict) -> CaseResult:
     """A case the export worker answered without an artifact (an exception while tracing
     names the call that raises it again on the student's machine)."""
     message = event["message"] or "no artifact was produced"
-    if message.startswith(TRACING_ERROR):
+    if event["while_tracing"]:
         message += f"; to see it, run {check_call(job.part, job.case)}"
     return CaseResult.failed(job.case, message)
 

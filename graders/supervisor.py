@@ -96,6 +96,7 @@ class WorkerRun:
 def failure(case_id: str, message: str) -> dict:
     """A case's result made up by the supervisor (the worker never gave one)."""
     return {"event": "case", "id": case_id, "status": "error", "message": message, "timed_out": False,
+            "while_tracing": False,
             "values_ok": False, "rule_ok": False, "problems": [message], "ran": False, "analysis": None}
 
 

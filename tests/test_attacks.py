@@ -85,21 +85,31 @@ def slot_in_use(uid: int) -> bool:
         return True
 
 
+def _alive(pid: str) -> tuple[int, str] | None:
+    """(uid, command line) of a process that still runs (not a zombie), or None."""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return uid, f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return None
+
+
 def leftover_processes() -> list[str]:
-    """Processes carrying an attack's marker, or of a sandbox uid no grading holds, still alive."""
+    """Processes carrying an attack's marker, or of a sandbox uid no grading holds, still alive.
+    A process is blamed only if it still runs after its uid's slot was seen free: another
+    xdist worker's grading may end (kill its uid's processes, free the slot) in between."""
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or (seen := _alive(entry)) is None:
             continue
-        try:
-            uid = os.stat(f"/proc/{entry}").st_uid
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
+        uid, cmdline = seen
         # (the last uid is bubblewrap's start-up probe, which any grading process may be running)
         leaked = SLOT_UID_BASE <= uid < SLOT_UID_BASE + SLOTS - 1 and not slot_in_use(uid)
-        if leaked or any(m in cmdline for m in MARKERS):
+        if (leaked or any(m in cmdline for m in MARKERS)) and _alive(entry) == seen:
             found.append(f"{entry}: uid {uid}: {cmdline[:100]}")
     return found
 

@@ -271,7 +271,8 @@ def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float
                 "message": f"tracing {part['name']} {e}: an infinite loop, or Python work that "
                            f"grows with the input? Keep loops over array values in JAX"}
     except BaseException as e:
-        return {"status": "error", "message": f"{TRACING_ERROR}{describe_exception(e)}{exception_hint(e)}"}
+        return {"status": "error", "while_tracing": True,
+                "message": f"{TRACING_ERROR}{describe_exception(e)}{exception_hint(e)}"}
 
 
 def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, timeout: float,

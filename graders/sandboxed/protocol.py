@@ -24,11 +24,12 @@ import json
 import math
 from typing import Any
 
-VERSION = 3
+VERSION = 4
 """Bumped whenever a request or an event changes shape; a worker refuses another version."""
 
 TRACING_ERROR = "raised while tracing: "
-"""How the export worker's message on an exception in student code while tracing begins."""
+"""How the export worker's message on an exception in student code while tracing begins
+(its event also says `while_tracing`, which is what the parent reads)."""
 
 MAX_TEXT = 2000
 """Characters of one message or problem a worker may send (longer ones are cut)."""
@@ -253,6 +254,7 @@ def _export_case(event: dict, known: set[str], reports: frozenset[str]) -> dict:
     clean["status"] = status
     clean["message"] = _text(event.get("message"), "message", optional=True)
     clean["timed_out"] = _flag(event.get("timed_out", False), "timed_out")
+    clean["while_tracing"] = _flag(event.get("while_tracing", False), "while_tracing")
     if status == "ok":  # each case answers in its part's one form (the judge reads only that)
         if clean["id"] in reports:
             if "artifact" in event:

@@ -33,6 +33,7 @@ def line(**event) -> bytes:
     (line(event="loaded", problems=[], run_submission_s=float("inf")), "number of seconds"),
     (line(event="finished", timings={"x": "slow"}), "number of seconds"),
     (line(event="case", id="f__0", status="great"), "status"),
+    (line(event="case", id="f__0", status="error", message="x", while_tracing="yes"), "while_tracing"),
     (line(event="case", id="f__0", status="ok", artifact="***"), "base64"),
     (line(event="case", id="f__1", status="ok", report={"type": "Array", "shape": "8x8"}), "shape"),
     (line(event="case", id="f__0", values_ok=1, rule_ok=True, problems=[]), "status"),
@@ -59,6 +60,22 @@ def test_each_case_is_answered_in_its_parts_form():
     assert read_event(line(event="case", id="f__0", status="ok", artifact=artifact), KNOWN, "export")["artifact"] == b"x"
     assert "report" in read_event(line(event="case", id="f__1", status="ok", report=report), KNOWN, "export",
                                   frozenset({"f__1"}))
+
+
+def test_an_exception_while_tracing_is_read_from_its_flag_not_its_words():
+    """Does a case that raised while tracing (the export worker's flag) name the visible check
+    that raises it again, and a message that only begins with the same words not?"""
+    from assignments.contracts import get_assignment
+    from graders.harness import _jobs, export_failure
+
+    job = _jobs(get_assignment("problem1"), b"secret")[0]
+    said = "raised while tracing: ValueError (submission, line 3: x): no"
+    flagged = read_event(line(event="case", id=job.id, status="error", message=said, while_tracing=True),
+                         {job.id}, "export")
+    assert export_failure(job, flagged).problems == [f"{said}; to see it, run check({job.part.name}, "
+                                                     f"case={job.case.label!r})"]
+    unflagged = read_event(line(event="case", id=job.id, status="error", message=said), {job.id}, "export")
+    assert export_failure(job, unflagged).problems == [said]
 
 
 def test_judge_events_are_checked_field_by_field():
