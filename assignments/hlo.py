@@ -615,9 +615,11 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
 
 
 _PASSES_A_PRODUCT = frozenset({"maximum", "minimum", "negate", "abs", "select", "clamp", "convert", "copy", "bitcast",
-                               "bitcast-convert", "reshape", "transpose", "broadcast", "add", "subtract"})
-"""Elementwise ops a product stays a product through on its way to a sum: a split into its
-positive and negative parts, a negation, a cast, a reshape, an added zero."""
+                               "bitcast-convert", "reshape", "transpose", "broadcast", "add", "subtract",
+                               "reverse", "slice", "dynamic-slice", "pad", "concatenate", "gather"})
+"""Ops a product stays a product through on its way to a sum: a split into its positive and
+negative parts, a negation, a cast, a reshape, an added zero, and moves of its elements (a
+flip, a slice, a pad, a concatenation, a gather), which change what is summed, not that it is."""
 
 
 def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:

@@ -601,6 +601,9 @@ class LargestMatmul:
     flops: Size
     what: str
     why: str = ""
+    unit: str = "one ring step's"
+    """What `flops` is, in the message's "N times ..." (left out when empty)."""
+    advice: str = "Multiply each block inside the ring, one per step, so that its communication overlaps the compute."
 
     def describe(self) -> str:
         return f"each matmul at most {self.what}"
@@ -612,9 +615,9 @@ class LargestMatmul:
         if analysis.largest_matmul <= limit:
             return []
         times = analysis.largest_matmul / limit if limit else float("inf")
-        return [f"one matmul in the program does {analysis.largest_matmul:,.0f} FLOPs per device at once, "
-                f"{times:.3g} times one ring step's; allowed: at most {limit:,} ({self.what}). Multiply each block "
-                f"inside the ring, one per step, so that its communication overlaps the compute."
+        return [f"one matmul in the program does {analysis.largest_matmul:,.0f} FLOPs per device at once"
+                f"{f', {times:.3g} times {self.unit}' if self.unit else ''}; allowed: at most {limit:,} "
+                f"({self.what}). {self.advice}"
                 f"{' ' + self.why if self.why else ''}"]
 
 

@@ -348,11 +348,13 @@ def test_a_wrong_designs_estimate_differs_from_the_right_ones(mesh_2x4):
 @pytest.mark.parametrize("name, functions", [("gather_then_matmul", ["allgather_matmul", "transformer_block"]),
                                              ("gather_then_multiply_and_sum", ["allgather_matmul"]),
                                              ("gather_then_split_sign_sum", ["allgather_matmul"]),
-                                             ("reducescatter_product_outside", ["reducescatter_matmul"])])
+                                             ("reducescatter_product_outside", ["reducescatter_matmul"]),
+                                             ("gather_then_flipped_multiply_and_sum", ["allgather_matmul"]),
+                                             ("reducescatter_flipped_whole_product", ["reducescatter_matmul"])])
 def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, functions):
     """A ring of permutes that only gathers A (one matmul of the whole gathered operand after
     it, as a dot, or as a multiply and a sum, its positive and negative parts perhaps summed
-    apart), and a reduce-scatter ring beside the whole partial
+    apart, or its elements flipped before the sum), and a reduce-scatter ring beside the whole partial
     product made by jax.jit outside the shard_map: the permute count and sizes right, values
     right, and the rule lost on every mesh with a ring (nY >= 2), naming the matmul that does
     nY steps' work at once."""
@@ -392,13 +394,34 @@ def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade, name):
         assert part.score < part.max_score
 
 
+def test_a_whole_product_reduced_in_pieces_overlaps_nothing(grade):
+    """allreduce_matmul that makes the whole partial product, then psums its two halves: two
+    pieces and the bytes of one all-reduce, values right, but the rule lost on every mesh with
+    nY >= 2, naming the one matmul and telling the student to multiply each piece before its
+    psum; on 8x1 (nothing to reduce) the rule holds. The solution's pieces, each its own
+    matmul, pass (test_solution_full_marks_as_module_and_notebook)."""
+    part = grade("whole_product_then_split", only=["allreduce_matmul"]).part("allreduce_matmul")
+    for c in part.cases:
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.problems)
+        if c.case.mesh[1] >= 2:
+            assert len(c.problems) == 1, c.problems
+            assert re.fullmatch(r"one matmul in the program does [\d,]+ FLOPs per device at once; allowed: at most "
+                                r"[\d,]+ \(90% of the whole local product's 2\(B/nX\)\(D/nY\)F FLOPs, so that each "
+                                r"piece is multiplied on its own\)\. The whole product is made before any piece of it "
+                                r"is reduced, .* Multiply each piece just before its psum \(a @ w\[:, piece\]\), not "
+                                r"the whole product sliced afterwards\. \(this rule applies on meshes with nY >= 2\)",
+                                c.problems[0]), c.problems
+    assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem3 graded above?"""
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
               "hardcoded_ny", "no_pcast", "gelu_erf", "relu_block", "padded_pieces", "wrong_psum_axis",
               "wrong_psum_axis_checked", "ring_walks_the_other_way", "missing_callee", "gather_then_matmul",
               "gather_then_multiply_and_sum", "gather_then_split_sign_sum", "reducescatter_product_outside",
-              "blocks_after_the_ring", "unrolled_ring_then_block_loop"}
+              "blocks_after_the_ring", "unrolled_ring_then_block_loop", "whole_product_then_split",
+              "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 
 

@@ -327,7 +327,8 @@ def test_a_module_of_the_answer_cells_grades_as_the_notebook(grade, tmp_path):
 
 
 @pytest.mark.parametrize("name, function", [("gather_then_matmul", "allgather_matmul_bidirectional"),
-                                            ("whole_product_before_the_rings", "reducescatter_matmul_bidirectional")])
+                                            ("whole_product_before_the_rings", "reducescatter_matmul_bidirectional"),
+                                            ("allreduce_whole_product_before_the_rings", "allreduce_matmul_bidirectional")])
 def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, function):
     """Rings both ways that only gather A (one matmul of the gathered operand after them), and
     rings both ways passing slices of the whole partial product made before them: halves and
@@ -367,4 +368,4 @@ def test_every_corpus_file_is_tested():
         "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only", "ring_jumps",
         "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds", "rings_inside_one_cond",
         "gather_then_matmul", "whole_product_before_the_rings", "blocks_outside_the_rings",
-        "unrolled_rings_then_block_loop"}
+        "unrolled_rings_then_block_loop", "allreduce_whole_product_before_the_rings"}

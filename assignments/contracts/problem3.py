@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import (AllOf, Exactly, Forbid, LargestMatmul, MatmulsInTheRing, MaxTotalBytes, NeighbourSteps, OnlyKinds,
-                     SplitReduction)
+from ..rules import (UNEVEN, AllOf, Exactly, Forbid, LargestMatmul, MatmulsInTheRing, MaxTotalBytes, NeighbourSteps,
+                     OnlyKinds, OnlyWhen, SplitReduction)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
 VISIBLE_SPLIT = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 18})
@@ -45,6 +45,19 @@ def in_the_ring(rings: int = 1) -> MatmulsInTheRing:
     return MatmulsInTheRing("Y", _step_flops, blocks=rings + 1,
                             what=f"{rings + 1} block products: {first}, and one step a partly unrolled loop may "
                                  f"leave outside it")
+
+
+PIECE_BY_PIECE = OnlyWhen(
+    lambda s: s["nY"] >= 2,
+    LargestMatmul(lambda s: int(UNEVEN * 2 * (s["B"] // s["nX"]) * (s["D"] // s["nY"]) * s["F"]),
+                  f"{UNEVEN:.0%} of the whole local product's 2(B/nX)(D/nY)F FLOPs, so that each piece "
+                  f"is multiplied on its own", unit="",
+                  advice="The whole product is made before any piece of it is reduced, so no reduction "
+                         "can overlap a matmul. Multiply each piece just before its psum (a @ w[:, piece]), "
+                         "not the whole product sliced afterwards."),
+    "on meshes with nY >= 2")
+"""A split reduction overlaps the matmul only if each piece is multiplied on its own: the
+whole product sliced into pieces after it is made has nothing left to overlap."""
 
 
 def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
@@ -139,10 +152,11 @@ ASSIGNMENT = Assignment(
             rule=AllOf((
                 Forbid("all-gather", why="Only the partial sums need reducing; nothing needs gathering."),
                 SplitReduction("Y", pieces=2, whole=lambda s: s["B"] // s["nX"] * s["F"]),
+                PIECE_BY_PIECE,
                 MaxTotalBytes(lambda s: int(1.05 * 2 * (s["nY"] - 1) / s["nY"] * (s["B"] // s["nX"]) * s["F"] * F32),
                               what="one ring all-reduce of the [B/nX, F] result, +5%", ring=True),
-            ), text="no all-gather; the reduction split into at least 2 pieces; bytes at most one "
-                    "ring all-reduce of the [B/nX, F] result (+5%)"),
+            ), text="no all-gather; the reduction split into at least 2 pieces, each multiplied on its "
+                    "own; bytes at most one ring all-reduce of the [B/nX, F] result (+5%)"),
             reference=matmul, visible_case=VISIBLE_SPLIT, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(

@@ -57,7 +57,8 @@ ASSIGNMENT = Assignment(
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
                      "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
-                     "when F/nY is odd); total bytes no more than the one-way version", one_step=False),
+                     "when F/nY is odd); total bytes no more than the one-way version; each matmul one block's, "
+                     "inside the reduce-scatter ring"),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
