@@ -112,6 +112,10 @@ class Collective:
     computation: str = ""
     """The HLO computation it is in (the entry, a loop body, a branch of a conditional): two
     collectives in different branches of one conditional never run in the same pass."""
+    matmul_needs: tuple[float, ...] = ()
+    """Per operand: the matmul work (FLOPs per device, each matmul once, one run) of the
+    instructions of its computation that the operand is computed from (`needed_matmul_work`):
+    a piece of a split reduction multiplied on its own needs its own product only."""
 
     @property
     def priced_kind(self) -> str:
@@ -280,7 +284,8 @@ class ProgramAnalysis:
                 Collective(**{**c, "axes": tuple(c["axes"]), "operands": shapes(c["operands"]),
                               "results": shapes(c["results"]), "shifts": tuple(c["shifts"]),
                               "pairs": tuple((int(s), int(t)) for s, t in c.get("pairs", ())),
-                              "groups": tuple(tuple(int(d) for d in g) for g in c.get("groups", ()))})
+                              "groups": tuple(tuple(int(d) for d in g) for g in c.get("groups", ())),
+                              "matmul_needs": tuple(float(f) for f in c.get("matmul_needs", ()))})
                 for c in data["collectives"]),
             largest_values=tuple(Value(v["name"], ArrayShape(v["shape"]["dtype"], tuple(v["shape"]["dims"])),
                                        v["opcode"]) for v in data["largest_values"]),
@@ -495,9 +500,10 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     num_devices = int(np.prod(mesh_shape))
+    names = {comp: {i.name: i for i in insts} for comp, insts in computations.items()}
     found = []
     for comp, insts in computations.items():
-        by_name = {i.name: i for i in insts}
+        by_name = names[comp]
         for inst in insts:
             kind = inst.opcode.removesuffix("-start")
             if kind not in COLLECTIVE_KINDS or inst.opcode.endswith("-done"):
@@ -544,8 +550,67 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                 count=mult.get(comp, 1), group_size=group_size, shifts=shifts, name=inst.name,
                 accelerator_kind=accelerator_kind, pairs=tuple(pairs or ()),
                 groups=tuple(tuple(g) for g in groups), computation=comp,
+                matmul_needs=tuple(needed_matmul_work(o, comp, names) for o in inst.operands),
             ))
     return found
+
+
+_CONSTANT_OPS = frozenset({"constant", "iota"})
+_KEEPS_A_CONSTANT = frozenset({"broadcast", "reshape", "convert", "copy", "bitcast", "transpose"})
+
+
+def _constant(name: str, by_name: dict) -> bool:
+    """Is the value a constant (or a reshaped, broadcast or cast one)?"""
+    inst = by_name.get(name)
+    while inst is not None and inst.opcode in _KEEPS_A_CONSTANT and len(inst.operands) == 1:
+        inst = by_name.get(inst.operands[0])
+    return inst is not None and inst.opcode in _CONSTANT_OPS
+
+
+def _product_multiplies(reduce: _Instruction, by_name: dict) -> set[str]:
+    """The multiplies a sum of a product (`sum_of_products`) sums, found as it finds them."""
+    found, stack, seen = set(), list(reduce.operands[:max(len(reduce.operands) // 2, 1)]), set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        if by_name[name].opcode == "multiply":
+            found.add(name)
+        elif by_name[name].opcode in _PASSES_A_PRODUCT:
+            stack += by_name[name].operands
+    return found
+
+
+def needed_matmul_work(operand: str, computation: str, names: dict[str, dict]) -> float:
+    """The matmul work, in FLOPs per device in one run, of every instruction of `computation`
+    that `operand` is computed from (itself included, each once; inside fusions too): dots and
+    convolutions (`dot_flops`), sums of a product (`sum_of_products`), and the multiplies of two
+    computed values that no such sum takes (2 x their elements: XLA writes a dot whose
+    contracted size is 1 as a multiply). `names`: each computation's instructions by name."""
+    reached, stack = set(), [(computation, operand)]
+    while stack:
+        comp, name = stack.pop()
+        inst = names.get(comp, {}).get(name)
+        if (comp, name) in reached or inst is None:
+            continue
+        reached.add((comp, name))
+        stack += [(comp, o) for o in inst.operands]
+        called = [c for k, c in _CALLS.findall(inst.attrs) if k == "calls"] if inst.opcode == "fusion" else []
+        if called and called[0] in names:  # everything the fusion computes
+            stack += [(called[0], n) for n, i in names[called[0]].items() if i.opcode != "parameter"]
+    products, summed, total = [], set(), 0.0
+    for comp, name in reached:
+        inst, by_name = names[comp][name], names[comp]
+        dot = dot_flops(inst, by_name)
+        if dot is not None:
+            total += dot[1]
+        elif inst.opcode == "reduce" and (product := sum_of_products(inst, by_name)) is not None:
+            total += product[1]
+            summed |= {(comp, m) for m in _product_multiplies(inst, by_name)}
+        elif inst.opcode == "multiply" and inst.shapes and not any(_constant(o, by_name) for o in inst.operands):
+            products.append((comp, name, 2.0 * inst.shapes[0].elements))
+    return total + sum(work for comp, name, work in products if (comp, name) not in summed)
 
 
 def _feeds_only_a_share(inst: _Instruction, insts, computations, group_size: int) -> bool:

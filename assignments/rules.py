@@ -601,9 +601,6 @@ class LargestMatmul:
     flops: Size
     what: str
     why: str = ""
-    unit: str = "one ring step's"
-    """What `flops` is, in the message's "N times ..." (left out when empty)."""
-    advice: str = "Multiply each block inside the ring, one per step, so that its communication overlaps the compute."
 
     def describe(self) -> str:
         return f"each matmul at most {self.what}"
@@ -615,10 +612,47 @@ class LargestMatmul:
         if analysis.largest_matmul <= limit:
             return []
         times = analysis.largest_matmul / limit if limit else float("inf")
-        return [f"one matmul in the program does {analysis.largest_matmul:,.0f} FLOPs per device at once"
-                f"{f', {times:.3g} times {self.unit}' if self.unit else ''}; allowed: at most {limit:,} "
-                f"({self.what}). {self.advice}"
+        return [f"one matmul in the program does {analysis.largest_matmul:,.0f} FLOPs per device at once, "
+                f"{times:.3g} times one ring step's; allowed: at most {limit:,} ({self.what}). Multiply each block "
+                f"inside the ring, one per step, so that its communication overlaps the compute."
                 f"{' ' + self.why if self.why else ''}"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PiecesMultipliedApart:
+    """Each piece of a split reduction over `axis` is multiplied on its own, so that its
+    reduction can overlap the matmuls of the pieces still to come: no one matmul does more
+    than `flops` (`ProgramAnalysis.largest_matmul`: the whole product made at once, then
+    sliced), and no operand of an all-reduce or reduce-scatter over `axis` is computed from
+    more than `flops` of matmul work (`Collective.matmul_needs`: pieces sliced from a whole
+    product made by several matmuls, over parts of the contracting dimension say). Judged on
+    meshes where `axis` has two devices or more."""
+
+    axis: str
+    flops: Size
+    what: str
+
+    def describe(self) -> str:
+        return f"each piece of the reduction over {self.axis} multiplied on its own"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        if case.all_sizes[f"n{self.axis}"] < 2:
+            return []
+        limit = _size(self.flops, case)
+        advice = ("Multiply each piece just before its psum (a @ w[:, piece]), not the whole product sliced "
+                  "afterwards.")
+        if analysis.largest_matmul is not None and analysis.largest_matmul > limit:
+            return [f"one matmul in the program does {analysis.largest_matmul:,.0f} FLOPs per device at once; "
+                    f"allowed: at most {limit:,} ({self.what}). The whole product is made before any piece of "
+                    f"it is reduced, so no reduction can overlap a matmul. {advice}"]
+        needs = max((f for c in analysis.collectives if self.axis in c.axes
+                     and c.kind in ("all-reduce", "reduce-scatter") for f in c.matmul_needs), default=0.0)
+        if needs <= limit:
+            return []
+        return [f"a piece of the reduction over {self.axis} is computed from {needs:,.0f} FLOPs of matmuls per "
+                f"device; allowed: at most {limit:,} ({self.what}). The pieces are slices of one product made "
+                f"whole first (by more than one matmul), so no piece's reduction can start before all of it is "
+                f"multiplied. {advice}"]
 
 
 @dataclasses.dataclass(frozen=True)

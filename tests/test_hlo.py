@@ -365,3 +365,34 @@ def test_a_matmul_written_as_a_multiply_and_a_sum_is_a_matmul():
     assert work_from_text(negated)[2] == 2 * 8 * 16 * 4
     _, _, largest = work_from_text(MATMULS.replace("multiply(%b0, %b1)", "add(%b0, %b1)"))
     assert largest == 2 * 8 * 16 * 2
+
+
+PIECES = MATMULS.split("ENTRY")[0] + """ENTRY %main (a: f32[8,16], v: f32[16,2], w: f32[16,4], c: f32[8,1], r: f32[1,4]) -> (f32[8,2], f32[8,4]) {
+  %a = f32[8,16]{1,0} parameter(0)
+  %v = f32[16,2]{1,0} parameter(1)
+  %w = f32[16,4]{1,0} parameter(2)
+  %c = f32[8,1]{1,0} parameter(3)
+  %r = f32[1,4]{1,0} parameter(4)
+  %d = f32[8,2]{1,0} dot(%a, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %f = f32[8,4]{1,0} fusion(%a, %w), kind=kLoop, calls=%product
+  %bc = f32[8,4]{1,0} broadcast(%c), dimensions={0,1}
+  %br = f32[8,4]{1,0} broadcast(%r), dimensions={0,1}
+  %o = f32[8,4]{1,0} multiply(%bc, %br)
+  %k = f32[] constant(2)
+  %kb = f32[8,4]{1,0} broadcast(%k), dimensions={}
+  %s = f32[8,4]{1,0} multiply(%f, %kb)
+  %sum = f32[8,4]{1,0} add(%s, %o)
+  ROOT %ar = (f32[8,2]{1,0}, f32[8,4]{1,0}) all-reduce(%d, %sum), channel_id=1, replica_groups=[2,4]<=[8], use_global_device_ids=true, to_apply=%add
+}
+"""
+
+
+def test_each_piece_of_a_reduction_knows_the_matmuls_it_is_computed_from():
+    """Is each operand of a combined all-reduce charged the matmul work it is computed from,
+    each matmul once: a dot (2 x 8 x 16 x 2), a sum of a product in a fusion (2 x 8 x 16 x 4,
+    its multiply not counted again), and an outer product XLA writes as a multiply of two
+    computed values (2 x 8 x 4), but not a multiply by a constant?"""
+    a = analyze_text(PIECES, MESH_SHAPE, AXES)
+    (ar,) = a.collectives
+    assert ar.axes == ("Y",) and ar.matmul_needs == (2 * 8 * 16 * 2, 2 * 8 * 16 * 4 + 2 * 8 * 4)
+    assert type(a).from_json(a.to_json()).collectives[0].matmul_needs == ar.matmul_needs

@@ -394,23 +394,30 @@ def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade, name):
         assert part.score < part.max_score
 
 
-def test_a_whole_product_reduced_in_pieces_overlaps_nothing(grade):
-    """allreduce_matmul that makes the whole partial product, then psums its two halves: two
-    pieces and the bytes of one all-reduce, values right, but the rule lost on every mesh with
-    nY >= 2, naming the one matmul and telling the student to multiply each piece before its
+WHOLE_THEN_SPLIT = (r"one matmul in the program does [\d,]+ FLOPs per device at once; allowed: at most [\d,]+ \(90% of "
+                    r"the whole local product's 2\(B/nX\)\(D/nY\)F FLOPs, so that each piece is multiplied on its "
+                    r"own\)\. The whole product is made before any piece of it is reduced, .*")
+MATMULS_THEN_SPLIT = (r"a piece of the reduction over Y is computed from [\d,]+ FLOPs of matmuls per device; allowed: "
+                      r"at most [\d,]+ \(90% of the whole local product's .*\)\. The pieces are slices of one product "
+                      r"made whole first \(by more than one matmul\), .*")
+
+
+@pytest.mark.parametrize("name, message", [("whole_product_then_split", WHOLE_THEN_SPLIT),
+                                           ("whole_product_by_halves_of_d_then_split", MATMULS_THEN_SPLIT)])
+def test_a_whole_product_reduced_in_pieces_overlaps_nothing(grade, name, message):
+    """allreduce_matmul that makes the whole partial product (in one matmul, or in two over
+    halves of the contracting dimension, added), then psums its pieces: pieces and the bytes of
+    one all-reduce, values right, but the rule lost on every mesh with nY >= 2, naming the
+    matmul work a piece waits for and telling the student to multiply each piece just before its
     psum; on 8x1 (nothing to reduce) the rule holds. The solution's pieces, each its own
     matmul, pass (test_solution_full_marks_as_module_and_notebook)."""
-    part = grade("whole_product_then_split", only=["allreduce_matmul"]).part("allreduce_matmul")
+    part = grade(name, only=["allreduce_matmul"]).part("allreduce_matmul")
     for c in part.cases:
         assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.problems)
         if c.case.mesh[1] >= 2:
             assert len(c.problems) == 1, c.problems
-            assert re.fullmatch(r"one matmul in the program does [\d,]+ FLOPs per device at once; allowed: at most "
-                                r"[\d,]+ \(90% of the whole local product's 2\(B/nX\)\(D/nY\)F FLOPs, so that each "
-                                r"piece is multiplied on its own\)\. The whole product is made before any piece of it "
-                                r"is reduced, .* Multiply each piece just before its psum \(a @ w\[:, piece\]\), not "
-                                r"the whole product sliced afterwards\. \(this rule applies on meshes with nY >= 2\)",
-                                c.problems[0]), c.problems
+            assert re.fullmatch(message + r"Multiply each piece just before its psum \(a @ w\[:, piece\]\), not the "
+                                          r"whole product sliced afterwards\.", c.problems[0]), c.problems
     assert part.score < part.max_score
 
 
@@ -421,6 +428,7 @@ def test_every_corpus_file_is_tested():
               "wrong_psum_axis_checked", "ring_walks_the_other_way", "missing_callee", "gather_then_matmul",
               "gather_then_multiply_and_sum", "gather_then_split_sign_sum", "reducescatter_product_outside",
               "blocks_after_the_ring", "unrolled_ring_then_block_loop", "whole_product_then_split",
+              "whole_product_by_halves_of_d_then_split",
               "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 

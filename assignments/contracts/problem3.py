@@ -10,7 +10,7 @@ import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
 from ..rules import (UNEVEN, AllOf, Exactly, Forbid, LargestMatmul, MatmulsInTheRing, MaxTotalBytes, NeighbourSteps,
-                     OnlyKinds, OnlyWhen, SplitReduction)
+                     OnlyKinds, PiecesMultipliedApart, SplitReduction)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
 VISIBLE_SPLIT = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 18})
@@ -47,15 +47,9 @@ def in_the_ring(rings: int = 1) -> MatmulsInTheRing:
                                  f"leave outside it")
 
 
-PIECE_BY_PIECE = OnlyWhen(
-    lambda s: s["nY"] >= 2,
-    LargestMatmul(lambda s: int(UNEVEN * 2 * (s["B"] // s["nX"]) * (s["D"] // s["nY"]) * s["F"]),
-                  f"{UNEVEN:.0%} of the whole local product's 2(B/nX)(D/nY)F FLOPs, so that each piece "
-                  f"is multiplied on its own", unit="",
-                  advice="The whole product is made before any piece of it is reduced, so no reduction "
-                         "can overlap a matmul. Multiply each piece just before its psum (a @ w[:, piece]), "
-                         "not the whole product sliced afterwards."),
-    "on meshes with nY >= 2")
+PIECE_BY_PIECE = PiecesMultipliedApart(
+    "Y", lambda s: int(UNEVEN * 2 * (s["B"] // s["nX"]) * (s["D"] // s["nY"]) * s["F"]),
+    f"{UNEVEN:.0%} of the whole local product's 2(B/nX)(D/nY)F FLOPs, so that each piece is multiplied on its own")
 """A split reduction overlaps the matmul only if each piece is multiplied on its own: the
 whole product sliced into pieces after it is made has nothing left to overlap."""
 
