@@ -684,7 +684,14 @@ class MatmulsInTheRing:
         for stage in analysis.stages:
             ring = [j for j, e in enumerate(stage.events) if 0 <= e.collective < len(analysis.collectives)
                     and self.axis in analysis.collectives[e.collective].axes]
-            if stage.loop and ring:  # a loop that communicates: every matmul in it has a step beside it
+            if stage.loop and ring:  # a loop that communicates: its matmuls have its steps beside them,
+                per_run = sum(e.flops for e in stage.events if e.collective < 0)
+                if per_run > len(ring) * block * (1 + 1e-9):  # ... one block's for each step at most
+                    return [f"one run of the ring's loop does {per_run:,.0f} FLOPs of matmuls per device beside "
+                            f"its {len(ring)} collective(s) over {self.axis} ({per_run / block:.3g} block products); "
+                            f"allowed: at most one block product per step ({len(ring) * block:,}). Make each block's "
+                            f"product in the step that moves it, not several blocks' in one run of the loop (a "
+                            f"lax.cond that makes them all at once leaves the other steps nothing to overlap)."]
                 continue
             needs = event_needs(stage) if ring else []
             for i, e in enumerate(stage.events):

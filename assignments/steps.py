@@ -68,12 +68,16 @@ class _Reader:
         return [(c, n) for c, n in out if c in self.computations]
 
     def flops(self, inst: _Instruction, by_name: dict) -> dict[str, float]:
-        """Matmul FLOPs by dtype of one instruction, inside what it calls included."""
+        """Matmul FLOPs by dtype of one instruction, inside what it calls included (of a
+        conditional, the branch that multiplies most: one branch runs)."""
         total: dict[str, float] = {}
         own = dot_flops(inst, by_name)
         if own is not None:
             total[own[0]] = own[1]
-        for callee, times in self.callees(inst):
+        callees = self.callees(inst)
+        if inst.opcode == "conditional" and callees:
+            callees = [max(callees, key=lambda c: sum(self.computation_flops(c[0]).values()))]
+        for callee, times in callees:
             for dtype, f in self.computation_flops(callee).items():
                 total[dtype] = total.get(dtype, 0.0) + f * times
         return total

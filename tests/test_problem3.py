@@ -421,6 +421,21 @@ def test_a_whole_product_reduced_in_pieces_overlaps_nothing(grade, name, message
     assert part.score < part.max_score
 
 
+def test_every_block_made_in_one_run_of_the_ring_overlaps_nothing(grade):
+    """A ring loop whose first run makes every block's product (a lax.cond on the step), then
+    only adds blocks made already: each dot one block's and inside the loop, values right, but
+    the rule lost on every mesh with nY >= 3, naming the matmul work of one run of the loop
+    against one block per step. On nY = 2 the one step runs beside the products (the rule holds)."""
+    part = grade("all_blocks_in_the_first_step", only=["reducescatter_matmul"]).part("reducescatter_matmul")
+    for c in part.cases:
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+        if c.case.mesh[1] >= 3:
+            assert re.search(r"one run of the ring's loop does [\d,]+ FLOPs of matmuls per device beside its 1 "
+                             r"collective\(s\) over Y \(\d block products\); allowed: at most one block product per "
+                             r"step", "; ".join(c.problems)), c.problems
+    assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem3 graded above?"""
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
@@ -429,7 +444,8 @@ def test_every_corpus_file_is_tested():
               "gather_then_multiply_and_sum", "gather_then_split_sign_sum", "reducescatter_product_outside",
               "blocks_after_the_ring", "unrolled_ring_then_block_loop", "whole_product_then_split",
               "whole_product_by_halves_of_d_then_split",
-              "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product"}
+              "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product",
+              "all_blocks_in_the_first_step"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 
 
