@@ -198,6 +198,9 @@ class Event:
     after: tuple[int, ...] = ()
     """Earlier events of the same stage (their indices) whose results it needs; the events
     those need are left out (they are needed through them)."""
+    reads: tuple[int, ...] = ()
+    """In a loop's stage: the values the loop carries (their indices in its tuple) that it
+    needs, directly or not: what the last run left there (`Stage.carried`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,15 +215,20 @@ class Stage:
     count is not known when compiling."""
     loop: str = ""
     """The loop's instruction in the HLO text; empty for straight-line code."""
+    carried: tuple[tuple[int, ...], ...] = ()
+    """A loop's stage: for each value the loop carries, every event of one run it is computed
+    from (so the next run's events that read it need them); empty when not read."""
 
     @classmethod
     def from_json(cls, data: dict) -> "Stage":
         events = tuple(Event(int(e.get("collective", -1)), float(e.get("flops", 0.0)), str(e.get("dtype", "")),
-                             tuple(int(a) for a in e.get("after", ()))) for e in data["events"])
+                             tuple(int(a) for a in e.get("after", ())), tuple(int(k) for k in e.get("reads", ())))
+                       for e in data["events"])
         runs = data.get("runs", 1)
         if runs is not None and int(runs) < 0:
             raise ValueError(f"a stage cannot run {runs} times")
-        return cls(events, None if runs is None else int(runs), str(data.get("loop", "")))
+        return cls(events, None if runs is None else int(runs), str(data.get("loop", "")),
+                   tuple(tuple(int(e) for e in c) for c in data.get("carried", ())))
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

@@ -692,6 +692,7 @@ class MatmulsInTheRing:
                             f"allowed: at most one block product per step ({len(ring) * block:,}). Make each block's "
                             f"product in the step that moves it, not several blocks' in one run of the loop (a "
                             f"lax.cond that makes them all at once leaves the other steps nothing to overlap)."]
+                outside += _alone_in_the_loop(stage, ring) * (1 if stage.runs is None else stage.runs)
                 continue
             needs = event_needs(stage) if ring else []
             for i, e in enumerate(stage.events):
@@ -703,6 +704,27 @@ class MatmulsInTheRing:
                 f"communication runs beside them ({outside / block:.3g} block products); allowed: at most "
                 f"{self.blocks * block:,} ({self.what}). Multiply each block inside the ring's loop, beside the "
                 f"permute that brings (or sends) the next, so that each step's communication overlaps a matmul."]
+
+
+def _alone_in_the_loop(stage, ring: list[int]) -> float:
+    """FLOPs of the matmuls of one run of a ring's loop that no collective of the ring can run
+    beside: every one of this run's collectives needs the matmul or is needed by it, and every
+    one of the next run's needs it through what the loop carries (a send made to wait for the
+    product, or a product made to wait for the block that arrived, by a data dependency that
+    changes no value). 0 when the stage does not say what its loop carries."""
+    if not stage.carried:
+        return 0.0
+    needs = event_needs(stage)
+    alone = 0.0
+    for m, e in enumerate(stage.events):
+        if e.collective >= 0:
+            continue
+        now = any(r not in needs[m] and m not in needs[r] for r in ring)
+        later = any(not any(k < len(stage.carried) and m in stage.carried[k] for k in stage.events[r].reads)
+                    for r in ring)
+        if not (now or later):
+            alone += e.flops
+    return alone
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,8 @@ import re
 from .hlo import (_BRANCHES, _CALLS, _TRIP, Collective, Event, ProgramAnalysis, Stage, _Instruction,
                   _parse_module, dot_flops)
 
+_INDEX = re.compile(r"\bindex=(\d+)")
+
 MAX_EVENTS = 4000
 """A program with more collectives and matmuls than this (a long loop unrolled in Python)
 keeps no stages: the drawing then shows each collective on its own."""
@@ -125,14 +127,21 @@ class _Reader:
         return out + self.block_stage(block, by_name, runs, loop)
 
     def block_stage(self, block: list[_Instruction], by_name: dict, runs: int | None, loop: str) -> list[Stage]:
-        """Straight-line code as one stage (none if it neither communicates nor multiplies)."""
+        """Straight-line code as one stage (none if it neither communicates nor multiplies). A
+        loop's body also says what each value it carries is computed from (`Stage.carried`),
+        and each event which carried values it reads (`Event.reads`)."""
         events: list[Event] = []
         needs: list[set[int]] = []          # every earlier event each event needs, transitively
-        self._walk(block, by_name, set(), events, needs)
-        return [Stage(tuple(events), runs, loop)] if events else []
+        reach = self._walk(block, by_name, set(), events, needs, carry=bool(loop))
+        carried: tuple[tuple[int, ...], ...] = ()
+        root = block[-1] if loop and block else None
+        if root is not None:
+            outputs = root.operands if root.opcode == "tuple" else [root.name]
+            carried = tuple(tuple(sorted(d for d in reach.get(o, ()) if d >= 0)) for o in outputs)
+        return [Stage(tuple(events), runs, loop, carried)] if events else []
 
     def _walk(self, insts: list[_Instruction], by_name: dict, given: set[int], events: list[Event],
-              needs: list[set[int]], inside: tuple[str, ...] = ()) -> None:
+              needs: list[set[int]], inside: tuple[str, ...] = (), carry: bool = False) -> dict[str, set[int]]:
         """Add the events of straight-line `insts` to `events` (and to `needs` what each needs),
         their parameters depending on the events `given`.
 
@@ -141,13 +150,25 @@ class _Reader:
         the permutes inside a branch form the steps they would form outside it (stamping one
         `after` on them all would make one step of a whole ring). A loop inside one counts
         as one instruction: its collectives and matmuls all need what it needs. (`inside`: the
-        computations being walked, so that a cycle (malformed text) is not walked into.)"""
+        computations being walked, so that a cycle (malformed text) is not walked into.)
+
+        With `carry` (a loop's body), the value k the loop carries stands in `reach` as -(k + 1)
+        (its parameter's tuple element k), so that what each event reads of the last run shows.
+        Returns `reach`: each instruction's events (and carried values)."""
         reach: dict[str, set[int]] = {}     # instruction -> the events its value depends on
         for inst in insts:
             if len(events) > MAX_EVENTS:    # the stages are dropped anyway: stop early
-                return
-            deps = set(given) if inst.opcode == "parameter" else \
-                set().union(*(reach.get(o, set()) for o in inst.operands))
+                return reach
+            if carry and inst.opcode == "parameter":
+                deps = {-(k + 1) for k in range(max(len(inst.shapes), 1))}
+            elif (carry and inst.opcode == "get-tuple-element" and inst.operands
+                  and by_name.get(inst.operands[0]) is not None and by_name[inst.operands[0]].opcode == "parameter"
+                  and (index := _INDEX.search(inst.attrs))):
+                deps = {-(int(index.group(1)) + 1)}
+            elif inst.opcode == "parameter":
+                deps = set(given)
+            else:
+                deps = set().union(*(reach.get(o, set()) for o in inst.operands))
             first = len(events)
             callees = [c for c, _ in self.callees(inst) if c not in inside]
             if inst.opcode != "while" and any(self.carried(c) for c in callees):
@@ -155,14 +176,17 @@ class _Reader:
                     body = self.computations[callee]
                     self._walk(body, {i.name: i for i in body}, deps, events, needs, inside + (callee,))
             else:
-                after = tuple(sorted(d for d in deps if not any(d in needs[e] for e in deps)))
-                new = [Event(collective=i, after=after) for i in self.collectives(inst)]
-                new += [Event(flops=f, dtype=dtype, after=after)
+                earlier = {d for d in deps if d >= 0}
+                after = tuple(sorted(d for d in earlier if not any(d in needs[e] for e in earlier)))
+                reads = tuple(sorted(-d - 1 for d in deps if d < 0))
+                new = [Event(collective=i, after=after, reads=reads) for i in self.collectives(inst)]
+                new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
                         for dtype, f in self.flops(inst, by_name).items() if f > 0]
                 for event in new:
                     events.append(event)
-                    needs.append(deps)
+                    needs.append(earlier)
             reach[inst.name] = deps | set(range(first, len(events)))
+        return reach
 
 
 def stages_from_text(text: str, collectives: tuple[Collective, ...]) -> tuple[Stage, ...]:

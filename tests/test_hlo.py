@@ -396,3 +396,34 @@ def test_each_piece_of_a_reduction_knows_the_matmuls_it_is_computed_from():
     (ar,) = a.collectives
     assert ar.axes == ("Y",) and ar.matmul_needs == (2 * 8 * 16 * 2, 2 * 8 * 16 * 4 + 2 * 8 * 4)
     assert type(a).from_json(a.to_json()).collectives[0].matmul_needs == ar.matmul_needs
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_a_loop_says_what_each_run_leaves_for_the_next(mesh_2x4, wait):
+    """Does a ring loop's stage record what each carried value is computed from, and what each
+    event reads of the last run, so that a product the next send waits for (through a zero
+    times it, which changes no value) is read as having nothing beside it, and the plain
+    ring's products as overlapped?"""
+    from assignments.rules import _alone_in_the_loop
+
+    def body(lhs, rhs):
+        n = jax.lax.axis_size("Y")
+
+        def step(i, carry):
+            acc, l = carry
+            acc = acc + l @ rhs[: l.shape[1]]
+            if wait:
+                l = l + 0.0 * jnp.sum(acc)
+            return acc, jax.lax.ppermute(l, "Y", [(j, (j + 1) % n) for j in range(n)])
+
+        acc = jax.lax.pcast(jnp.zeros((lhs.shape[0], rhs.shape[1]), lhs.dtype), ("X", "Y"), to="varying")
+        acc, l = jax.lax.fori_loop(0, n - 1, step, (acc, lhs))
+        return acc + l @ rhs[: l.shape[1]]
+
+    f = jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
+    a = compile_on(mesh_2x4, f, (np.ones((8, 16), np.float32), P("X", "Y")), (np.ones((16, 8), np.float32), P(None, "Y")))
+    (loop,) = [s for s in a.stages if s.loop]
+    assert loop.carried and any(e.reads for e in loop.events)
+    ring = [i for i, e in enumerate(loop.events) if e.collective >= 0]
+    block = sum(e.flops for e in loop.events if e.collective < 0)
+    assert block > 0 and _alone_in_the_loop(loop, ring) == (block if wait else 0.0)

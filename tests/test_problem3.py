@@ -436,6 +436,23 @@ def test_every_block_made_in_one_run_of_the_ring_overlaps_nothing(grade):
     assert part.score < part.max_score
 
 
+@pytest.mark.parametrize("name, function", [("send_waits_for_the_product", "allgather_matmul"),
+                                            ("product_waits_for_the_block", "reducescatter_matmul")])
+def test_a_ring_made_to_run_in_turn_overlaps_nothing(grade, name, function):
+    """A ring loop whose sends wait for the step's product, or whose products wait for the
+    step's block, through a data dependency that changes no value: one block per dot, inside
+    the loop, values right, but no permute of this run or the next can run beside a product, so
+    the rule is lost on every mesh with nY >= 3 (on nY = 2 the products outside the one step
+    stay within the allowance of two blocks), naming the matmuls that nothing runs beside."""
+    part = grade(name, only=[function]).part(function)
+    for c in part.cases:
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+        if c.case.mesh[1] >= 3:
+            assert re.search(r"the program does [\d,]+ FLOPs of matmuls per device outside the ring, where no "
+                             r"communication runs beside them", "; ".join(c.problems)), c.problems
+    assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem3 graded above?"""
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
@@ -445,7 +462,7 @@ def test_every_corpus_file_is_tested():
               "blocks_after_the_ring", "unrolled_ring_then_block_loop", "whole_product_then_split",
               "whole_product_by_halves_of_d_then_split",
               "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product",
-              "all_blocks_in_the_first_step"}
+              "all_blocks_in_the_first_step", "send_waits_for_the_product", "product_waits_for_the_block"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 
 
