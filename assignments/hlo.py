@@ -575,21 +575,6 @@ def _constant(name: str, by_name: dict) -> bool:
     return inst is not None and inst.opcode in _CONSTANT_OPS
 
 
-def _product_multiplies(reduce: _Instruction, by_name: dict) -> set[str]:
-    """The multiplies a sum of a product (`sum_of_products`) sums, found as it finds them."""
-    found, stack, seen = set(), list(reduce.operands[:max(len(reduce.operands) // 2, 1)]), set()
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in by_name:
-            continue
-        seen.add(name)
-        if by_name[name].opcode == "multiply":
-            found.add(name)
-        elif by_name[name].opcode in _PASSES_A_PRODUCT:
-            stack += by_name[name].operands
-    return found
-
-
 def needed_matmul_work(operand: str, computation: str, names: dict[str, dict]) -> float:
     """The matmul work, in FLOPs per device in one run, of every instruction of `computation`
     that `operand` is computed from (itself included, each once; inside fusions too): dots and
@@ -615,7 +600,7 @@ def needed_matmul_work(operand: str, computation: str, names: dict[str, dict]) -
             total += dot[1]
         elif inst.opcode == "reduce" and (product := sum_of_products(inst, by_name)) is not None:
             total += product[1]
-            summed |= {(comp, m) for m in _product_multiplies(inst, by_name)}
+            summed |= {(comp, m) for m in summed_multiplies(inst, by_name)}
         elif inst.opcode == "multiply" and inst.shapes and not any(_constant(o, by_name) for o in inst.operands):
             products.append((comp, name, 2.0 * inst.shapes[0].elements))
     return total + sum(work for comp, name, work in products if (comp, name) not in summed)
@@ -695,14 +680,15 @@ negative parts, a negation, a cast, a reshape, an added zero, and moves of its e
 flip, a slice, a pad, a concatenation, a gather), which change what is summed, not that it is."""
 
 
-def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:
-    """(dtype, FLOPs) of a reduce that sums a product (a matmul written as a multiply and a sum,
-    the product perhaps passed through `_PASSES_A_PRODUCT` first): 2 x the elements summed; None
-    for any other instruction."""
-    if inst.opcode != "reduce":
-        return None
-    reduced = inst.operands[:max(len(inst.operands) // 2, 1)]
-    stack, seen = list(reduced), set()
+_MOVES_ITS_FIRST_OPERAND = frozenset({"dynamic-slice", "gather", "pad"})
+"""Element moves whose other operands are not moved data (start indices, a padding value)."""
+
+
+def summed_multiplies(reduce: _Instruction, by_name: dict) -> set[str]:
+    """The multiplies whose products a reduce sums, reached through `_PASSES_A_PRODUCT` (an
+    element move's data only, not its indices): empty for a sum of no product."""
+    found, seen = set(), set()
+    stack = list(reduce.operands[:max(len(reduce.operands) // 2, 1)])
     while stack:
         name = stack.pop()
         if name in seen or name not in by_name:
@@ -710,11 +696,20 @@ def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | No
         seen.add(name)
         op = by_name[name]
         if op.opcode == "multiply":
-            shapes = _operand_shapes(inst, by_name)[:len(reduced)]
-            return (shapes[0].dtype if shapes else "f32"), 2.0 * sum(s.elements for s in shapes)
-        if op.opcode in _PASSES_A_PRODUCT:
-            stack += op.operands
-    return None
+            found.add(name)
+        elif op.opcode in _PASSES_A_PRODUCT:
+            stack += op.operands[:1] if op.opcode in _MOVES_ITS_FIRST_OPERAND else op.operands
+    return found
+
+
+def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:
+    """(dtype, FLOPs) of a reduce that sums a product (a matmul written as a multiply and a sum,
+    the product perhaps passed through `_PASSES_A_PRODUCT` first: `summed_multiplies`): 2 x the
+    elements summed; None for any other instruction."""
+    if inst.opcode != "reduce" or not summed_multiplies(inst, by_name):
+        return None
+    shapes = _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)]
+    return (shapes[0].dtype if shapes else "f32"), 2.0 * sum(s.elements for s in shapes)
 
 
 def _operand_shapes(inst: _Instruction, by_name: dict) -> list[ArrayShape]:

@@ -427,3 +427,31 @@ def test_a_loop_says_what_each_run_leaves_for_the_next(mesh_2x4, wait):
     ring = [i for i, e in enumerate(loop.events) if e.collective >= 0]
     block = sum(e.flops for e in loop.events if e.collective < 0)
     assert block > 0 and _alone_in_the_loop(loop, ring) == (block if wait else 0.0)
+
+
+MOVED = MATMULS.split("%product")[0] + """ENTRY %main (s: f32[6,8,4], i: s32[], a: f32[6,8,4]) -> (f32[8,4], f32[8,4]) {
+  %s = f32[6,8,4]{2,1,0} parameter(0)
+  %i = s32[] parameter(1)
+  %a = f32[6,8,4]{2,1,0} parameter(2)
+  %k = s32[] constant(2)
+  %j = s32[] multiply(%i, %k)
+  %o = s32[] constant(0)
+  %d = f32[3,8,4]{2,1,0} dynamic-slice(%s, %j, %o, %o), dynamic_slice_sizes={3,8,4}
+  %z = f32[] constant(0)
+  %r = f32[8,4]{1,0} reduce(%d, %z), dimensions={0}, to_apply=%add
+  %m = f32[6,8,4]{2,1,0} multiply(%s, %a)
+  %f = f32[6,8,4]{2,1,0} reverse(%m), dimensions={0}
+  %q = f32[8,4]{1,0} reduce(%f, %z), dimensions={0}, to_apply=%add
+  ROOT %t = (f32[8,4]{1,0}, f32[8,4]{1,0}) tuple(%r, %q)
+}
+"""
+
+
+def test_a_product_moved_before_its_sum_is_a_product_and_an_index_is_not():
+    """Is a product flipped before it is summed still a sum of a product (2 x 6 x 8 x 4), and a
+    sum of a slice whose start index is a product (of integers) not one?"""
+    from assignments.hlo import work_from_text
+
+    assert work_from_text(MOVED)[2] == 2 * 6 * 8 * 4
+    index_only = "\n".join(line for line in MOVED.splitlines() if not line.lstrip().startswith(("%m ", "%f ", "%q ")))
+    assert work_from_text(index_only.replace("tuple(%r, %q)", "tuple(%r, %r)"))[2] == 0
