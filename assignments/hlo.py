@@ -262,9 +262,9 @@ class ProgramAnalysis:
     without a dot (a multiply and a sum, or a loop of multiply-adds) shows here, and so does a
     small dot that XLA rewrites that way."""
     largest_matmul: float | None = None
-    """The most matmul work one dot, convolution or sum of a product (`sum_of_products`) does in
-    one run, in FLOPs per device: a collective matmul multiplies one block per ring step, never
-    the gathered operand or the whole product."""
+    """The most matmul work one dot, convolution, sum of a product (`sum_of_products`) or outer
+    product (`outer_product_flops`) does in one run, in FLOPs per device: a collective matmul
+    multiplies one block per ring step, never the gathered operand or the whole product."""
     mesh_shape: tuple[int, ...] = ()
     """The mesh's shape (empty when not known)."""
     axis_names: tuple[str, ...] = ()
@@ -643,8 +643,10 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
     elements of every multiply's result and of every reduce's input. Inside fusions too, times
     how often each computation runs (a loop whose trip count is unknown counts once). The
     largest (`ProgramAnalysis.largest_matmul`): one matmul's work in one run: a dot's, a
-    convolution's, or a sum of a product (`sum_of_products`: a matmul written as a multiply and
-    a reduce), not any other reduce (summing the steps' stacked results is no matmul)."""
+    convolution's, a sum of a product (`sum_of_products`: a matmul written as a multiply and
+    a reduce), or an outer product (`outer_product_flops`: every pairwise product made at once,
+    however it is summed later), not any other reduce (summing the steps' stacked results is no
+    matmul)."""
     computations, entry = _parse_module(text)
     mult, _ = _multipliers(computations, entry)
     flops: dict[str, float] = defaultdict(float)
@@ -661,6 +663,7 @@ def work_from_text(text: str) -> tuple[tuple[tuple[str, float], ...], float, flo
                 continue
             if inst.opcode == "multiply" and inst.shapes:
                 elements = inst.shapes[0].elements
+                largest = max(largest, outer_product_flops(inst, by_name))
             elif inst.opcode == "reduce":
                 elements = sum(s.elements for s in _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)])
                 product = sum_of_products(inst, by_name)
@@ -710,6 +713,32 @@ def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | No
         return None
     shapes = _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)]
     return (shapes[0].dtype if shapes else "f32"), 2.0 * sum(s.elements for s in shapes)
+
+
+_KEEPS_ITS_ELEMENTS = frozenset({"reshape", "bitcast", "copy", "transpose", "convert"})
+
+
+def _expanded(name: str, result: ArrayShape, by_name: dict) -> bool:
+    """Is the value a broadcast of a computed value with fewer elements than `result` (after
+    reshapes, copies and casts)?"""
+    inst = by_name.get(name)
+    while inst is not None and inst.opcode in _KEEPS_ITS_ELEMENTS and len(inst.operands) == 1:
+        inst = by_name.get(inst.operands[0])
+    if inst is None or inst.opcode != "broadcast" or not inst.operands or _constant(inst.operands[0], by_name):
+        return False
+    source = _operand_shapes(inst, by_name)
+    return bool(source) and source[0].elements < result.elements
+
+
+def outer_product_flops(inst: _Instruction, by_name: dict) -> float:
+    """2 x the elements of a multiply of two computed values that are both broadcast to its
+    shape (`a[:, :, None] * w[None]`: every pairwise product of a matmul, made at once, then
+    summed by a reduce, a scatter-add, a running sum or a loop alike); 0 for any other
+    instruction. A multiply of a value by a broadcast scale or mask is not one."""
+    if inst.opcode != "multiply" or len(inst.operands) != 2 or len(inst.shapes) != 1:
+        return 0.0
+    result = inst.shapes[0]
+    return 2.0 * result.elements if all(_expanded(o, result, by_name) for o in inst.operands) else 0.0
 
 
 def _operand_shapes(inst: _Instruction, by_name: dict) -> list[ArrayShape]:

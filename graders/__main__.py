@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -16,17 +15,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", help="write Gradescope-format results.json here")
     parser.add_argument("--only", nargs="+", metavar="FUNCTION", help="grade only these functions")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="what the graders log on stderr (INFO: each decision of the supervisor)")
     parser.add_argument("--concurrent", type=int, default=1,
                         help="gradings running at once on this machine (sizes the judges; graders.batch sets it)")
     parser.add_argument("--within", metavar="FOLDER",
                         help="grade the file only if it is reached from FOLDER without following a link")
-    from .settings import add_arguments, from_arguments
+    from .settings import add_arguments, add_log_level_argument, from_arguments, start_logging
 
+    add_log_level_argument(parser)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(name)s: %(message)s")
+    start_logging(args)
 
     from .sandbox import SandboxUnavailable
     from .supervisor import Prepared

@@ -45,7 +45,7 @@ from .files import NotASubmission, check_submission, read_submission, sha256, un
 from .gradebooks import GradebookMissing, NbgraderGradebook, summary_tables, write_gradebook_csv
 from .results import Provenance, ResultsUnreadable, SubmissionResult, read_results, write_results
 from .sandbox import dies_with_parent
-from .settings import KIT_ROOT, Limits
+from .settings import KIT_ROOT, Limits, start_logging
 
 log = logging.getLogger(__name__)
 RESULTS = "results.json"
@@ -431,9 +431,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="also write the scores into nbgrader's database (see --db)")
     parser.add_argument("--db", help="nbgrader database URL (default: sqlite:///COURSE/gradebook.db, "
                                      "COURSE being the folder that holds submitted/)")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    from .settings import add_arguments
+    from .settings import add_arguments, add_log_level_argument
 
+    add_log_level_argument(parser)
     add_arguments(parser)
     return parser
 
@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _stop_at_the_first_ctrl_c()
-    logging.basicConfig(level=args.log_level, format="%(name)s: %(message)s")
+    start_logging(args)
     from rich.console import Console
 
     from assignments.contracts import ASSIGNMENTS

@@ -13,6 +13,7 @@ passes the object on; a child process gets every field as a flag (`to_arguments`
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
 from traitlets import Enum, Float, Integer
@@ -136,6 +137,20 @@ def add_arguments(parser: argparse.ArgumentParser | object) -> None:
                              "results.json records it")
     parser.add_argument("--config", default=None,
                         help=f"the course's grading settings (default {CONFIG_FILE} in the kit's folder)")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def add_log_level_argument(parser: argparse.ArgumentParser) -> None:
+    """`--log-level` (any case), for the commands that grade; `start_logging` applies it."""
+    parser.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
+                        help="what the graders log on stderr (INFO: each decision of the supervisor; "
+                             "default WARNING)")
+
+
+def start_logging(args) -> None:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s: %(message)s")
 
 
 def from_arguments(args) -> Limits:

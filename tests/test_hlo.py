@@ -455,3 +455,32 @@ def test_a_product_moved_before_its_sum_is_a_product_and_an_index_is_not():
     assert work_from_text(MOVED)[2] == 2 * 6 * 8 * 4
     index_only = "\n".join(line for line in MOVED.splitlines() if not line.lstrip().startswith(("%m ", "%f ", "%q ")))
     assert work_from_text(index_only.replace("tuple(%r, %q)", "tuple(%r, %r)"))[2] == 0
+
+
+OUTER = MATMULS.split("%product")[0] + """ENTRY %main (a: f32[6,8], w: f32[8,4], c: f32[6,4]) -> (f32[6,8,4], f32[6,4]) {
+  %a = f32[6,8]{1,0} parameter(0)
+  %w = f32[8,4]{1,0} parameter(1)
+  %c = f32[6,4]{1,0} parameter(2)
+  %ba = f32[6,8,4]{2,1,0} broadcast(%a), dimensions={0,1}
+  %bw = f32[6,8,4]{2,1,0} broadcast(%w), dimensions={1,2}
+  %tw = f32[6,8,4]{2,1,0} copy(%bw)
+  %pairs = f32[6,8,4]{2,1,0} multiply(%ba, %tw)
+  %s = f32[] reduce(%c, %z), dimensions={0,1}, to_apply=%add
+  %z = f32[] constant(0)
+  %bs = f32[6,4]{1,0} broadcast(%s), dimensions={}
+  %scaled = f32[6,4]{1,0} multiply(%c, %bs)
+  ROOT %t = (f32[6,8,4]{2,1,0}, f32[6,4]{1,0}) tuple(%pairs, %scaled)
+}
+"""
+
+
+def test_every_pairwise_product_made_at_once_is_a_matmul_however_it_is_summed():
+    """Is a multiply of two broadcast values (`a[:, :, None] * w[None]`, through a copy) one
+    matmul's work (2 x 6 x 8 x 4), summed by a reduce or not (a scatter-add, a running sum),
+    and a value scaled by a broadcast scalar no matmul?"""
+    from assignments.hlo import work_from_text
+
+    assert work_from_text(OUTER)[2] == 2 * 6 * 8 * 4
+    scaled_only = OUTER.replace("tuple(%pairs, %scaled)", "tuple(%scaled, %scaled)").replace(
+        "  %pairs = f32[6,8,4]{2,1,0} multiply(%ba, %tw)\n", "")
+    assert work_from_text(scaled_only)[2] == 0

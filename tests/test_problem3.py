@@ -350,11 +350,13 @@ def test_a_wrong_designs_estimate_differs_from_the_right_ones(mesh_2x4):
                                              ("gather_then_split_sign_sum", ["allgather_matmul"]),
                                              ("reducescatter_product_outside", ["reducescatter_matmul"]),
                                              ("gather_then_flipped_multiply_and_sum", ["allgather_matmul"]),
-                                             ("reducescatter_flipped_whole_product", ["reducescatter_matmul"])])
+                                             ("reducescatter_flipped_whole_product", ["reducescatter_matmul"]),
+                                             ("gather_then_outer_product_summed_by_scatter", ["allgather_matmul"])])
 def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, functions):
     """A ring of permutes that only gathers A (one matmul of the whole gathered operand after
     it, as a dot, or as a multiply and a sum, its positive and negative parts perhaps summed
-    apart, or its elements flipped before the sum), and a reduce-scatter ring beside the whole partial
+    apart, or its elements flipped before the sum, or every pairwise product made at once and
+    summed by a scatter-add), and a reduce-scatter ring beside the whole partial
     product made by jax.jit outside the shard_map: the permute count and sizes right, values
     right, and the rule lost on every mesh with a ring (nY >= 2), naming the matmul that does
     nY steps' work at once."""
@@ -462,7 +464,8 @@ def test_every_corpus_file_is_tested():
               "blocks_after_the_ring", "unrolled_ring_then_block_loop", "whole_product_then_split",
               "whole_product_by_halves_of_d_then_split",
               "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product",
-              "all_blocks_in_the_first_step", "send_waits_for_the_product", "product_waits_for_the_block"}
+              "all_blocks_in_the_first_step", "send_waits_for_the_product", "product_waits_for_the_block",
+              "gather_then_outer_product_summed_by_scatter"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 
 

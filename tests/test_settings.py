@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from graders.settings import Limits, add_arguments, from_arguments
+from graders.settings import Limits, add_arguments, add_log_level_argument, from_arguments
 
 pytestmark = pytest.mark.stack_neutral  # the settings' plumbing
 
@@ -43,6 +43,19 @@ def test_the_course_config_sets_them_and_flags_override_it(tmp_path):
     config.write_text("c = get_config()\nc.Limits.case_timeout = 7.0\nc.Limits.tmp_mib = 128\n")
     limits = from_arguments(parse(["--config", str(config), "--tmp-mib", "64"]))
     assert limits.case_timeout == 7.0 and limits.tmp_mib == 64 and limits.cell_timeout == Limits().cell_timeout
+
+
+def test_log_level_is_one_flag_in_any_case():
+    """Does --log-level take a level in any case, refuse one that is none, and does the batch
+    take the same flag?"""
+    from graders.batch import _parser
+
+    parser = argparse.ArgumentParser()
+    add_log_level_argument(parser)
+    assert parser.parse_args(["--log-level", "info"]).log_level == "INFO"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--log-level", "chatty"])
+    assert _parser().parse_args(["submitted", "-a", "problem1", "--log-level", "debug"]).log_level == "DEBUG"
 
 
 def test_a_batch_that_could_overcommit_memory_is_warned():
