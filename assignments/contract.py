@@ -374,7 +374,8 @@ class DataFlow:
         """Are `values` computed from data split over the devices: an argument of the entry
         function, or a result of a shard_map, whose sharding splits a dimension? (A shard_map's
         replicated result, its psum, is where such data stops: what jax.jit does with it
-        afterwards is a copy's tidying, not work over the devices.)"""
+        afterwards is a copy's tidying, not work over the devices. Unless the result only
+        claims to be replicated: `_split_inside`.)"""
         for v in self._back(values, stop=lambda v: self._shard_map_result(v) is not None):
             n, shard_map = self._entry_argument(v), self._shard_map_result(v)
             if n is not None:
@@ -382,10 +383,24 @@ class DataFlow:
                 if n < len(attrs) and _is_sharded(attrs[n]):
                     return True
             elif shard_map is not None:
-                specs = re.findall(r"<@[\w.]+, \[(.*?)\]>", str(shard_map.attributes["out_shardings"])) \
-                    if "out_shardings" in shard_map.attributes else []
+                specs = _specs(shard_map, "out_shardings")
                 k = v.result_number
-                if k >= len(specs) or re.search(r'"\w+"', specs[k]):
+                if k >= len(specs) or re.search(r'"\w+"', specs[k]) or self._split_inside(shard_map, k):
+                    return True
+        return False
+
+    def _split_inside(self, shard_map, k: int) -> bool:
+        """Is result k of a shard_map, declared replicated (out_specs P()), computed inside it
+        from a split argument with no collective between (check_vma=False lets a shard_map
+        declare each device's own block replicated, for jax.jit to work on outside)?"""
+        def stop(v):
+            return (isinstance(v, self.ir.OpResult) and v.owner.operation.name in _MAKES_REPLICAS) or (
+                isinstance(v, self.ir.BlockArgument) and v.owner.owner.operation.name == "sdy.manual_computation")
+
+        for v in self._back(self._returned(shard_map.regions[0], k), stop):
+            if isinstance(v, self.ir.BlockArgument) and v.owner.owner.operation.name == "sdy.manual_computation":
+                specs = _specs(v.owner.owner.operation, "in_shardings")
+                if v.arg_number < len(specs) and re.search(r'"\w+"', specs[v.arg_number]):
                     return True
         return False
 
@@ -414,6 +429,19 @@ class DataFlow:
         if owner.name == "sdy.manual_computation":
             return self._returned(owner.regions[0], k)
         return list(owner.operands)
+
+
+_MAKES_REPLICAS = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
+                             "stablehlo.reduce_scatter"})
+"""Collectives whose result a shard_map may return replicated (a psum, an all_gather)."""
+
+
+def _specs(shard_map, attribute: str) -> list[str]:
+    """Each operand's (in_shardings) or result's (out_shardings) dimension shardings of a
+    shard_map, as text (``{"X"}, {}``)."""
+    if attribute not in shard_map.attributes:
+        return []
+    return re.findall(r"<@[\w.]+, \[(.*?)\]>", str(shard_map.attributes[attribute]))
 
 
 def _elements(value) -> float:
@@ -463,8 +491,11 @@ COMBINING_OPS = frozenset({"stablehlo.add", "stablehlo.subtract", "stablehlo.mul
 """Elementwise arithmetic: work when it combines two pieces sliced out of the data (a sum
 written as slices and adds), a tidying when it divides a result by a count or adds a bias."""
 _CARRYING_SLICES = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.transpose",
-                              "stablehlo.bitcast_convert", "stablehlo.broadcast_in_dim"}) | COMBINING_OPS
-"""What a piece sliced out of the data stays a piece through: reshapes, casts, arithmetic."""
+                              "stablehlo.bitcast_convert", "stablehlo.broadcast_in_dim", "stablehlo.negate",
+                              "stablehlo.abs", "stablehlo.select", "stablehlo.pad", "stablehlo.concatenate",
+                              "stablehlo.reverse", "stablehlo.copy"}) | COMBINING_OPS
+"""What a piece sliced out of the data stays a piece through: reshapes, casts, negation,
+selection, moves of its elements, arithmetic."""
 
 
 def _from_slices(value, seen: dict) -> bool:
@@ -476,11 +507,12 @@ def _from_slices(value, seen: dict) -> bool:
     if not isinstance(value, ir.OpResult):
         return False
     owner = value.owner.operation
-    key = id(owner)
+    key = id(owner)  # the wrapper is kept in `seen`, so that no other operation can take its id
     if key not in seen:
-        seen[key] = owner.name in SLICING_OPS or (owner.name in _CARRYING_SLICES
-                                                  and any(_from_slices(o, seen) for o in owner.operands))
-    return seen[key]
+        verdict = owner.name in SLICING_OPS or (owner.name in _CARRYING_SLICES
+                                                and any(_from_slices(o, seen) for o in owner.operands))
+        seen[key] = (owner, verdict)
+    return seen[key][1]
 
 
 @functools.lru_cache(maxsize=16)

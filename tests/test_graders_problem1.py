@@ -398,7 +398,8 @@ TESTED = {
     "comm_whole_roll", "comm_gather_roll", "hardcoded_mesh", "replicated_output", "slice_roll", "ignores_inputs",
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
     "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside", "loop_outside", "triangular_solve_outside",
-    "missing_function", "wrong_signature",
+    "missing_function", "wrong_signature", "replicated_claim_passes_through", "sum_of_slices_from_zero",
+    "negated_slices_subtracted",
 }
 
 

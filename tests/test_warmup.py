@@ -194,6 +194,32 @@ def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
     assert _style_problems(part, case, jax.jit(psum).lower(x).as_text()) == []
 
 
+def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x4):
+    """A shard_map that hands each device's block out as replicated (out_specs=P(), which
+    check_vma=False lets it declare with no psum), for jax.jit to sum outside: is the sum named
+    as work outside the shard_map, while a block psummed first (or all-gathered) and returned
+    replicated is a result jax.jit may tidy?"""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from assignments.evaluate import _style_problems
+
+    part = WARMUP.part("total_sum")
+    case = Case((2, 4), {"K": 24})
+    x = jax.device_put(np.ones(24, np.float32), NamedSharding(mesh_2x4, P(("X", "Y"))))
+
+    def declared(local):
+        return jax.shard_map(local, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=P(), check_vma=False)
+
+    lie = jax.jit(lambda v: declared(lambda b: b)(v).sum()).lower(x).as_text()
+    [message] = _style_problems(part, case, lie)
+    assert "jax.jit computes around it (reduce outside the shard_map)" in message
+    psummed = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, ("X", "Y")))(v).sum()).lower(x).as_text()
+    gathered = jax.jit(lambda v: declared(lambda b: jax.lax.all_gather(b, ("X", "Y"), tiled=True))(v).sum())
+    assert not any("computes around it" in p for p in _style_problems(part, case, psummed))
+    assert not any("computes around it" in p for p in _style_problems(part, case, gathered.lower(x).as_text()))
+
+
 def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
     """Work jax.jit does outside a shard_map is refused only on data split over the devices: a
     psum's replicated [1, 1] summed to a scalar, a replicated [1, M] row summed to [M], and the
