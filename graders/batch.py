@@ -43,13 +43,12 @@ import time
 
 from .files import NotASubmission, check_submission, read_submission, sha256, unwritable_folder
 from .gradebooks import GradebookMissing, NbgraderGradebook, summary_tables, write_gradebook_csv
-from .results import Provenance, ResultsUnreadable, SubmissionResult, read_results, write_results
+from .results import (GRADEBOOK_CSV, RESULTS, Provenance, ResultsUnreadable, SubmissionResult, read_results,
+                      results_path, write_results)
 from .sandbox import dies_with_parent
 from .settings import KIT_ROOT, Limits, start_logging
 
 log = logging.getLogger(__name__)
-RESULTS = "results.json"
-GRADEBOOK_CSV = "gradebook.csv"
 MAX_RETRIES = 2
 """Times a submission is regraded when the process grading it fails (not the sandboxed
 workers: their failures are grades); then it is recorded as a grader failure."""
@@ -115,13 +114,19 @@ def _checked(student: str, path: str | None, note: str, trusted: str) -> Submiss
     return Submission(student, path, note, trusted, refusal)
 
 
+_NOT_THE_STUDENTS = ("__MACOSX",)
+"""Folders an archiver adds (macOS's zip keeps each file's metadata there, as `._<name>`)."""
+
+
 def _student_files(folder: str) -> list[str]:
     """The .ipynb and .py files under a student's folder (links included, to be refused;
-    no folder reached through a link is entered)."""
+    no folder reached through a link is entered). Hidden files and folders (`._problem1.ipynb`,
+    `.ipynb_checkpoints`) and an archiver's `__MACOSX` are not the student's work."""
     files = []
     for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(root, d))]
-        files += [os.path.join(root, n) for n in names if n.endswith((".ipynb", ".py"))]
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _NOT_THE_STUDENTS
+                   and not os.path.islink(os.path.join(root, d))]
+        files += [os.path.join(root, n) for n in names if n.endswith((".ipynb", ".py")) and not n.startswith(".")]
     return files
 
 
@@ -234,7 +239,7 @@ def _same_refusal(result: SubmissionResult | None, assignment: str, why: str, on
 
 def _stored(out: str, student: str) -> SubmissionResult | None:
     try:
-        return read_results(os.path.join(out, student, RESULTS))
+        return read_results(results_path(out, student))
     except ResultsUnreadable:
         return None
 
@@ -263,7 +268,7 @@ class _Recorder:
             student=s.student, path=s.path or "", sha256=self.digests[s.student] or "", note=note,
             graded_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             only=list(self.only) if self.only else None)
-        write_results(os.path.join(self.out, s.student, RESULTS), result)
+        write_results(results_path(self.out, s.student), result)
         self.outcomes[s.student] = outcome = Outcome(s, result, status)
         self._report(outcome)
 

@@ -21,9 +21,8 @@ from assignments.contract import CaseResult
 from assignments.hlo import ProgramAnalysis
 from assignments.rules import axes_label, collective_label
 
-from .results import PartResult, ResultsUnreadable, SubmissionResult, read_results
+from .results import RESULTS, PartResult, ResultsUnreadable, SubmissionResult, read_results, student_of_folder
 
-RESULTS = "results.json"
 WHOLE = "the whole submission"
 """The function column of a problem that stopped every function (a syntax error, a refusal)."""
 NO_PROGRAM = "no compiled program"
@@ -89,7 +88,7 @@ def _student_folders(folder: str) -> tuple[list[tuple[str, str]], list[Unread]]:
             if entry.is_symlink():
                 unread.append(Unread(entry.name, path, "a link, not a folder the graders wrote: not read"))
             elif entry.is_dir(follow_symlinks=False) and os.path.lexists(path):  # else not a student's
-                found.append((entry.name, path))
+                found.append((student_of_folder(entry.name), path))
     return found, unread
 
 

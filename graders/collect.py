@@ -5,13 +5,16 @@ symbolic links: a link a student leaves in the exchange's inbound folder (or in 
 archive) would be collected as a copy of whatever it names that the instructor can read (the
 course's secret, the solutions), and autograde and feedback would carry that copy back to the
 student. `nbgrader_config.py` replaces the two steps that take files from outside:
-- `CollectRegularFiles` (`nbgrader collect`): collects regular files and folders only;
+- `CollectRegularFiles` (`nbgrader collect`): collects regular files and folders only, and
+  only a student's own hand-ins (the exchange's inbound folder is writable by every student:
+  nbgrader warns about a hand-in in another's name, and collects it);
 - `ExtractRegularFiles` (`nbgrader zip_collect`): extracts and copies regular files only.
 Everything left out is logged as a warning, naming the student's file.
 """
 from __future__ import annotations
 
 import os
+import pwd
 
 from nbgrader.exchange.default import ExchangeCollect
 from nbgrader.plugins import ExtractorPlugin
@@ -29,6 +32,40 @@ class CollectRegularFiles(ExchangeCollect):
     """nbgrader's collect, copying regular files and folders only: every file is opened without
     following a link and checked before it is read (`graders.files.copy_regular_tree`), so a
     link swapped in while collect runs is left out too."""
+
+    def _forged(self, record) -> str | None:
+        """Who made a hand-in in another student's name: the owner of its inbound folder, when
+        the student is a user of this machine (whose `nbgrader submit` makes folders they own)
+        and the owner is someone else; None otherwise (student ids that are no local users,
+        as on a hub whose notebooks all run as one user, are not checked)."""
+        try:
+            student = pwd.getpwnam(record["username"])
+            owner = os.lstat(os.path.join(self.inbound_path, record["filename"])).st_uid
+        except (KeyError, OSError):
+            return None
+        if owner == student.pw_uid:
+            return None
+        try:
+            return pwd.getpwuid(owner).pw_name
+        except KeyError:
+            return f"uid {owner}"
+
+    def _sort_by_timestamp(self, records):
+        """A student's own hand-ins first, newest first: a later one forged in their name
+        never hides theirs."""
+        return sorted(super()._sort_by_timestamp(records), key=lambda r: self._forged(r) is not None)
+
+    def copy_files(self):
+        kept = []
+        for record in self.src_records:
+            forger = self._forged(record)
+            if forger is None:
+                kept.append(record)
+            else:
+                self.log.warning("Not collected: %s is in %s's name but was made by %s (only a student's "
+                                 "own hand-ins are collected)", record["filename"], record["username"], forger)
+        self.src_records = kept
+        super().copy_files()
 
     def do_copy(self, src, dest, log=None):
         dir_size = self.get_size(src)

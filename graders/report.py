@@ -27,8 +27,8 @@ from .class_results import (NO_COMMUNICATION, NO_PROGRAM, WHOLE, ClassResults, G
                             example_case, first_problems, function_scores, grading_seconds, histogram,
                             pattern_table, problem_table, read_class, slowest_phase)
 from .files import unwritable_folder, write_atomic
+from .results import REPORT_PAGE as PAGE
 
-PAGE = "report.html"
 TOP_PROBLEMS = 30
 """Kinds of problem listed before the rest fold away."""
 PICTURES = 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 from assignments.contract import Case, CaseResult
 
@@ -25,6 +26,29 @@ MAX_PROBLEM_CHARS = 1200
 """Characters of one problem shown (messages quote student code and errors)."""
 MAX_OUTPUT_CHARS = 6000
 """Characters of one part's output: feedback has a bounded size whatever a submission does."""
+
+
+RESULTS = "results.json"
+GRADEBOOK_CSV = "gradebook.csv"
+"""graders.batch's class gradebook, beside the students' folders."""
+REPORT_PAGE = "report.html"
+"""graders.report's page, beside the students' folders (by default)."""
+_ESCAPED = ".student"
+
+
+def results_path(folder: str, student: str) -> str:
+    """Where a student's results.json lies in a class's results folder (`graded/<assignment>`):
+    `<folder>/<student>/results.json`, unless the name is one of the class's own files
+    (`GRADEBOOK_CSV`, `REPORT_PAGE`): a student named `report.html` must not take the report's
+    place. Such a name, and any that ends in `.student` (so that no two students share a
+    folder), has `.student` added; `student_of_folder` reads it back."""
+    name = student + _ESCAPED if student in (GRADEBOOK_CSV, REPORT_PAGE) or student.endswith(_ESCAPED) else student
+    return os.path.join(folder, name, RESULTS)
+
+
+def student_of_folder(name: str) -> str:
+    """The student whose results a folder of a class's results folder holds (`results_path`)."""
+    return name.removesuffix(_ESCAPED)
 
 
 class ResultsUnreadable(ValueError):

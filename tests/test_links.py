@@ -235,3 +235,41 @@ def test_collect_is_not_raced_into_copying_what_a_link_names(tmp_path):
     finally:
         swapper.kill()
         swapper.wait()
+
+
+def test_a_hand_in_in_another_students_name_is_not_collected(tmp_path, monkeypatch):
+    """The exchange's inbound folder is writable by every student: does collect take a student's
+    own latest hand-in, never a later one that another user made in their name (nbgrader only
+    warns), and leave alone the names of students who are no users of this machine?"""
+    import datetime
+    import logging
+    import pwd
+
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.exchange.default import ExchangeCollect
+
+    from graders.collect import CollectRegularFiles
+
+    if os.geteuid() != 0:
+        pytest.skip("making a hand-in owned by another user needs root")
+    student = pwd.getpwnam("daemon")  # a user of every Debian machine, not root
+    collect = CollectRegularFiles(coursedir=CourseDirectory(), authenticator=Authenticator())
+    collect.log.setLevel(logging.ERROR)
+    collect.inbound_path = str(tmp_path)
+
+    def hand_in(name: str, hour: int, uid: int) -> dict:
+        stamp = datetime.datetime(2026, 11, 27, hour, tzinfo=datetime.timezone.utc)
+        filename = f"{name}+problem1+{stamp}"
+        (tmp_path / filename).mkdir()
+        os.chown(tmp_path / filename, uid, -1)
+        return {"username": name, "filename": filename, "timestamp": stamp}
+
+    own, forged = hand_in("daemon", 10, student.pw_uid), hand_in("daemon", 11, 0)
+    not_a_user = hand_in("student-0042", 10, 0)
+    assert collect._sort_by_timestamp([forged, own])[0] is own
+    copied = []
+    monkeypatch.setattr(ExchangeCollect, "copy_files", lambda self: copied.extend(self.src_records))
+    collect.src_records = [forged, not_a_user]
+    collect.copy_files()
+    assert copied == [not_a_user]

@@ -113,12 +113,12 @@ class FillGradeCells(NbGraderPreprocessor):
         """Keep the whole result where `graders.batch` keeps its own
         (`<course>/graded/<assignment>/<student>/results.json`), for the class report
         (`python -m graders.report`); the gradebook keeps only the scores."""
-        from ..results import Provenance, write_results
+        from ..results import Provenance, results_path, write_results
 
         coursedir = CourseDirectory(config=self.config)
         folder = coursedir.format_path(coursedir.submitted_directory, info["student"], info["assignment"])
         result.provenance = Provenance(student=info["student"], path=os.path.join(folder, info["notebook"] + ".ipynb"))
-        write_results(os.path.join(coursedir.root, "graded", info["assignment"], info["student"], "results.json"), result)
+        write_results(results_path(os.path.join(coursedir.root, "graded", info["assignment"]), info["student"]), result)
 
     def refusal(self, info: dict) -> str | None:
         """Why the student's submitted files cannot be graded (a link, a FIFO, ...), or None.

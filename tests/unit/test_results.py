@@ -3,6 +3,7 @@ functions every consumer reads and writes it with (no grading runs here)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -143,3 +144,34 @@ def test_a_case_any_constant_answers_counts_only_beside_one_that_depends_on_the_
     beside_a_right_one = [right, right, wrong]
     assert counted_where_answers_depend(beside_a_right_one, [True, False, False]) == beside_a_right_one
     assert counted_where_answers_depend([right, wrong], [True, True]) == [right, wrong]  # nothing to lean on
+
+
+def test_a_student_named_after_a_class_file_keeps_both(tmp_path):
+    """Does a student named `report.html` or `gradebook.csv` (or with the escape's own suffix)
+    get a results folder of their own, read back under their name, leaving the class's files
+    their places, with no two students sharing a folder?"""
+    from graders.class_results import _student_folders
+    from graders.results import GRADEBOOK_CSV, REPORT_PAGE, results_path
+
+    students = ["alice", REPORT_PAGE, GRADEBOOK_CSV, REPORT_PAGE + ".student", "bob.student"]
+    paths = [results_path(str(tmp_path), s) for s in students]
+    assert len(set(paths)) == len(students)
+    assert os.path.dirname(paths[1]) != str(tmp_path / REPORT_PAGE)
+    assert os.path.dirname(paths[2]) != str(tmp_path / GRADEBOOK_CSV)
+    for student, path in zip(students, paths):
+        os.makedirs(os.path.dirname(path))
+        open(path, "w").close()
+    (tmp_path / REPORT_PAGE).write_text("<html>")
+    assert sorted(s for s, _ in _student_folders(str(tmp_path))[0]) == sorted(students)
+
+
+def test_an_archivers_hidden_files_are_not_the_submission(tmp_path):
+    """Is the notebook graded from a macOS zip the student's, not `__MACOSX/._name.ipynb` or
+    a hidden `._name.ipynb` beside it?"""
+    from graders.gradescope import find_submission
+
+    for name in ("__MACOSX/._problem1 (1).ipynb", "._problem1 (1).ipynb", "problem1 (1).ipynb"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    path, note = find_submission(str(tmp_path), "problem1")
+    assert os.path.basename(path) == "problem1 (1).ipynb" and note == ""
