@@ -173,6 +173,26 @@ def test_dense_gather_loses_the_memory_half(grade):
     assert jit.score == jit.max_score  # moe_jit's rule checks nothing
 
 
+def test_the_dense_gather_in_pieces_held_at_once_loses_the_memory_half(grade):
+    """moe_local with one [D, F] copy of W per token, all live at once: no value is [S, D, F],
+    but the temporary memory holds S*D*F floats, so the rule half is lost wherever that is more
+    than a padded grouping needs (E no larger than D and F: the cases with S = 32), the message
+    naming the bytes held and allowed. (XLA:CPU's ragged_dot holds more than the dense array
+    where E > D, and passes: test_latest_shardings_dense_gather_loses_half_and_scan_or_ragged_dot_pass.)"""
+    part = grade("dense_gather_in_pieces", only=["moe_local"]).part("moe_local")
+    assert part.score < part.max_score
+    for c in part.cases:
+        s = c.case.sizes
+        dense = s["S"] * s["D"] * s["F"]
+        caught = dense >= s["E"] * s["S"] * (s["D"] + s["F"]) + s["E"] * s["D"] * s["F"]
+        assert c.values_ok and c.rule_ok != caught, (c.case.label, c.problems)
+        if caught:
+            assert re.fullmatch(rf"the program holds [\d,]+ bytes of temporary memory at once; allowed: less than "
+                                rf"{4 * dense:,} bytes \(the float32 bytes of the dense \[S, D, F\] array.*Group the "
+                                rf"tokens by expert.*", c.problems[0]), c.problems
+    assert any(not c.rule_ok for c in part.cases)
+
+
 def test_all_gather_over_x_in_the_loop_loses_the_rule_half(grade):
     """Does an all-gather over X inside the while_loop lose the rule half on every nX >= 2 mesh,
     with a message that copes with the unknown trip count?"""
@@ -854,7 +874,7 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy", "tokens_by_permutes_beside_a_row_decoy",
           "nested_shard_maps", "packed_ids_fori_loop", "experts_transposed_in_place",
           "experts_laundered_by_loop_trip_counts", "onehot_dispatch",
-          "topk_over_distinct_experts"}
+          "topk_over_distinct_experts", "dense_gather_in_pieces"}
 
 
 def test_every_corpus_file_is_tested():

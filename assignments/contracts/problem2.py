@@ -104,7 +104,7 @@ def explain_value(v, s: dict, result: Callable[[dict], int], where: str) -> str:
     "rounds" (the all-to-all versions). Shapes that fit no known fault get a plain advice."""
     G, R, D, S, nX = s["E"] // s["nX"], result(s), s["D"], s["S"], s["nX"]
     T, k = S // nX, s.get("k", 1)
-    dims = [d for d in v.shape.dims if d != 1]
+    dims = [d for d in v.shape.dims if d != 1] if v is not None else []
     if len(dims) == 3 and dims[1:] == [D, R]:
         return (f"{v.shape} is the dense W[B] gather: one D x F matrix for each of {dims[0]} tokens. "
                 f"Group the tokens by expert and multiply each group by its expert's matrix once")
@@ -152,7 +152,10 @@ def explain_value(v, s: dict, result: Callable[[dict], int], where: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class SmallValues:
     """No computed value (outside fusions) with `limit(sizes)` elements or more per device; the
-    message names each value found and what it most likely is (`explain_value`)."""
+    message names each value found and what it most likely is (`explain_value`). With
+    `temporary_memory` (elements, `TEMPORARY_TEXT`), no more float32 bytes of temporary memory
+    than that (`ProgramAnalysis.temp_bytes`): small values live together are a large one in
+    pieces."""
 
     limits_memory: ClassVar[bool] = True
     limit: Callable[[dict], int]
@@ -160,14 +163,23 @@ class SmallValues:
     result: Callable[[dict], int] = per_device_f
     where: str = "gather"
     """"local", "gather" or "rounds": which advice fits the design the part asks for."""
+    temporary_memory: Callable[[dict], int] | None = None
 
     def describe(self) -> str:
-        return f"no value as large as {self.what}"
+        return f"no value as large as {self.what}" + (", nor more temporary memory than it or a padded "
+                                                      "grouping needs" if self.temporary_memory else "")
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
         s = case.all_sizes
         limit = self.limit(s)
         big = analysis.values_at_least(limit)
+        held = analysis.temp_bytes if self.temporary_memory and analysis.temp_bytes is not None else 0
+        allowed = self.temporary_memory(s) * F32 if self.temporary_memory else 0
+        if not big and held and held >= allowed:
+            return [f"the program holds {held:,} bytes of temporary memory at once; allowed: less than "
+                    f"{allowed:,} bytes ({TEMPORARY_TEXT}). No one value is that large, so many smaller ones "
+                    f"live together: the dense array in pieces (one D x F copy of W per token, say). "
+                    f"{explain_value(None, s, self.result, self.where)}."]
         if not big:
             return []
         seen = ", ".join(f"{v.name} = {v.shape} {v.shape.size_text()}" for v in big[:3])
@@ -186,7 +198,16 @@ def _dense_share(s):
 
 
 SHARE_TEXT = "a device's share of an [S, D, F] array, S*D*F/(nX*nY) elements"
-NO_DENSE_LOCAL = SmallValues(_dense_share, SHARE_TEXT, where="local")
+def _dense_or_padded_grouping(s):
+    """Float32 elements of temporary memory moe_local may hold: the dense [S, D, F] array's, or,
+    where E is larger than D or F, a padded grouping's (every token in each expert's buffer,
+    E*S*D, its product, E*S*F, and a copy of W, E*D*F): XLA:CPU's jax.lax.ragged_dot is one."""
+    return max(s["S"] * s["D"] * s["F"], s["E"] * s["S"] * (s["D"] + s["F"]) + s["E"] * s["D"] * s["F"])
+
+
+TEMPORARY_TEXT = ("the float32 bytes of the dense [S, D, F] array, S*D*F elements, or where E exceeds D or F "
+                  "of a padded grouping, E*S*D + E*S*F + E*D*F, whichever is more")
+NO_DENSE_LOCAL = SmallValues(_dense_share, SHARE_TEXT, where="local", temporary_memory=_dense_or_padded_grouping)
 NO_DENSE_GATHER = SmallValues(_dense_share, SHARE_TEXT, where="gather")
 NO_DENSE_ROUNDS = SmallValues(_dense_share, SHARE_TEXT, where="rounds")
 
