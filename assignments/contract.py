@@ -362,8 +362,19 @@ class DataFlow:
         casts, bits reinterpreted and arithmetic with other data all still carry it. With
         `narrower_than` (one row of an argument), not through a value of fewer elements
         either: a number made from the tokens (``A[0, 0] - A[0, 0]``) carries none of them."""
-        stop = lambda v: is_product(v) or _elements(v) < narrower_than  # noqa: E731
+        stop = lambda v: (is_product(v) and self._makes_results(v)) or _elements(v) < narrower_than  # noqa: E731
         return frozenset(n for n in map(self._entry_argument, self._back(values, stop)) if n is not None)
+
+    def _makes_results(self, product) -> bool:
+        """Does a product (`is_product`) combine two values computed from the program's
+        arguments? One with a constant (an identity, a permutation, a selection matrix) only
+        moves the one argument it takes."""
+        owner = product.owner.operation
+        operands = list(owner.operands)
+        if owner.name == "stablehlo.reduce":  # a sum of products: what the multiply multiplies
+            operands = [o for v in operands if isinstance(m := v.maybe_downcast(), self.ir.OpResult)
+                        and m.owner.operation.name == "stablehlo.multiply" for o in m.owner.operation.operands]
+        return sum(1 for o in operands if self.sources([o])) >= 2
 
     def only_through(self, values, operations: frozenset[str]) -> bool:
         """Are `values` the program's arguments passed on through `operations` alone?"""

@@ -744,12 +744,14 @@ def test_experts_gathered_over_x_are_no_gather_of_the_tokens(grade):
     ("experts_tainted_all_to_all", {"moe_all_to_all": "all_to_all"}),
     # each expert's bits rebuilt through while-loop trip counts (W reaches it only by conditions)
     ("experts_laundered_by_loop_trip_counts", {"moe_all_to_all": "all_to_all"}),
+    # each expert's slice multiplied by the identity first (a matmul with a constant moves W)
+    ("experts_by_identity_dot", {"moe_all_to_all": "all_to_all"}),
 ])
 def test_experts_that_cross_x_in_any_disguise_are_refused(grade, file, ops):
     """Experts sent over X in disguise, beside a decoy collective of the tokens, so that the byte
     bound, the per-run integer rule and the gather of the tokens are met: by an all_to_all used
-    as an all-gather, as int32 pieces smaller than an expert's slice, or with an operand made to
-    depend on the tokens too. What crosses X still carries W itself, not multiplied by the
+    as an all-gather, as int32 pieces smaller than an expert's slice, multiplied by the identity,
+    or with an operand made to depend on the tokens too. What crosses X still carries W itself, not multiplied by the
     tokens. Values right; the rule lost wherever X has two rows or more, the collective named."""
     result = grade(file, only=list(ops))
     for name, op in ops.items():
@@ -874,7 +876,7 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy", "tokens_by_permutes_beside_a_row_decoy",
           "nested_shard_maps", "packed_ids_fori_loop", "experts_transposed_in_place",
           "experts_laundered_by_loop_trip_counts", "onehot_dispatch",
-          "topk_over_distinct_experts", "dense_gather_in_pieces"}
+          "topk_over_distinct_experts", "dense_gather_in_pieces", "experts_by_identity_dot"}
 
 
 def test_every_corpus_file_is_tested():
