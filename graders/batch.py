@@ -277,8 +277,9 @@ class _Recorder:
             s = outcome.submission
             timestamp = nbgrader_timestamp(s)
             try:
-                self.gradebook.record(s.student, outcome.result, timestamp)
-                self.gradebook.write_feedback_notebook(s.student, s.path, s.data(), outcome.result, timestamp)
+                data = s.data()
+                self.gradebook.record(s.student, outcome.result, timestamp, data)
+                self.gradebook.write_feedback_notebook(s.student, s.path, data, outcome.result, timestamp)
             except Exception as e:  # one submission's files never stop the batch (its results.json is written)
                 log.error("%s: its grade is in results.json but not in nbgrader's database or feedback: %r",
                           s.student, e)

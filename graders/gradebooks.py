@@ -17,8 +17,9 @@ class GradebookMissing(RuntimeError):
 class NbgraderGradebook:
     """Writes batch grades into nbgrader's database, as `nbgrader autograde` would.
 
-    Only `auto_score` of code grade cells changes; `manual_score` (formgrader) and the
-    written answers are never touched, and a submission row, once there, is never removed.
+    Only `auto_score` of code grade cells changes, and a written answer left as released
+    scores 0 with nothing to grade by hand (as autograde scores it); `manual_score`
+    (formgrader) is never touched, and a submission row, once there, is never removed.
     """
 
     def __init__(self, db_url: str, assignment: str, course: str | None):
@@ -35,7 +36,8 @@ class NbgraderGradebook:
                 f"`nbgrader generate_assignment {assignment}` first (it records the grade cells), "
                 f"or leave out --gradebook") from None
 
-    def record(self, student: str, result: SubmissionResult, timestamp: str | None) -> None:
+    def record(self, student: str, result: SubmissionResult, timestamp: str | None,
+               data: bytes | None = None) -> None:
         gb = self.gb
         gb.update_or_create_student(student)
         try:
@@ -43,13 +45,28 @@ class NbgraderGradebook:
         except self.missing:
             sub = gb.add_submission(self.assignment, student, **({"timestamp": timestamp} if timestamp else {}))
         scores = {p.name: p.score for p in result.parts}
+        answered = _answered_written_cells(data)
         for notebook in sub.notebooks:
             for grade in notebook.grades:
-                if grade.cell.cell_type != "code" or grade.name not in scores:
+                if grade.cell.cell_type != "code":
+                    if grade.manual_score is None and not self._answered(grade, notebook.name, answered):
+                        grade.auto_score, grade.needs_manual_grade = 0.0, False
+                    continue
+                if grade.name not in scores:
                     continue
                 grade.auto_score = scores[grade.name]
                 grade.needs_manual_grade = grade.manual_score is not None
         gb.db.commit()
+
+    def _answered(self, grade, notebook: str, answered: dict[str, str]) -> bool:
+        """Does the student's written answer differ from the release? (nbgrader's test, once
+        autograde has restored the cell's flags and type: its checksum, so its text.) A cell
+        missing from the notebook is restored as released: unanswered."""
+        try:
+            released = self.gb.find_source_cell(grade.name, notebook, self.assignment).source
+        except self.missing:
+            return True
+        return answered.get(grade.name, released) != released
 
     def write_feedback_notebook(self, student: str, path: str | None, data: bytes | None,
                                 result: SubmissionResult, timestamp: str | None) -> None:
@@ -178,3 +195,20 @@ def summary_tables(results: list[tuple[str, str, SubmissionResult]], assignment:
         students.add_row(Text(student), f"{result.score:g}/{maximum:g}", Text(status, style=style),
                          f"{result.execution_time:.1f}", Text(first))  # Text: names and messages are not markup
     console.print(students)
+
+
+def _answered_written_cells(data: bytes | None) -> dict[str, str]:
+    """{grade id: text} of every cell with a grade id in a submitted notebook's bytes, whatever
+    its flags and type say (autograde restores them), the last of a duplicated id (as
+    nbgrader keeps it); empty when the bytes are not a notebook (nothing written to grade)."""
+    if data is None:
+        return {}
+    try:
+        import nbformat
+
+        nb = nbformat.reads(data.decode("utf-8", errors="replace"), as_version=4)
+        return {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in nb.cells
+                if isinstance(cell.metadata.get("nbgrader"), dict)
+                and isinstance(cell.metadata["nbgrader"].get("grade_id"), str)}
+    except Exception:
+        return {}

@@ -182,7 +182,9 @@ CORPUS_VERDICTS = {
     "not_a_notebook": (0, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
     "deleted_cells": (8, {"block_average_jit": r"function block_average_jit was not defined"}),
     "duplicated_cells": (8, {"shard_average_jit": r"values wrong: (some|most|every) elements? of the result differs?"}),
-    "edited_setup_cell": (10, {}),  # the locked set-up cell runs as released (as nbgrader restores it)
+    "edited_setup_cell": (10, {}),
+    # the mistakes sample with its cells' nbgrader flags edited and a 100-point grade cell added
+    "forged_cell_metadata": (5.13, {"roll_diff": r"values wrong"}),  # the locked set-up cell runs as released (as nbgrader restores it)
     "empty": (0, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
     "binary": (0, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
     "syntax_error": (0, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),

@@ -303,7 +303,7 @@ def test_a_compiled_program_that_never_ends_costs_only_its_cases(sandboxed):
 
 
 READ_FAULTS = ("binary", "truncated", "not_a_notebook", "deleted_cells", "duplicated_cells", "edited_setup_cell",
-               "empty", "syntax_error")
+               "empty", "syntax_error", "forged_cell_metadata")
 """The files of tests/submissions/faults/ that a reader of submissions must survive (the
 others, a submission that writes files and one that tries the network, are the sandbox's)."""
 

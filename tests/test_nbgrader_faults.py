@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.nbgrader]
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
 FAULT_STUDENTS = {"deleted": "deleted_cells.ipynb", "duplicated": "duplicated_cells.ipynb",
-                  "edited_setup": "edited_setup_cell.ipynb"}
+                  "edited_setup": "edited_setup_cell.ipynb", "forged": "forged_cell_metadata.ipynb"}
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +47,10 @@ def courses(tmp_path_factory):
 
 def test_nbgrader_autograde_and_the_batch_agree(courses):
     """For a notebook missing a solution cell and a test cell, one with a solution and a test
-    cell duplicated, and one whose locked set-up cell the student broke (nbgrader restores it;
-    every route runs it as released), does every grade cell get the same score both ways:
-    zero only for the function that is missing or wrong?"""
+    cell duplicated, one whose locked set-up cell the student broke (nbgrader restores it;
+    every route runs it as released), and one whose cells' nbgrader flags were edited (nbgrader
+    failed the whole notebook: 0 on this route only), does every grade cell get the same score
+    both ways: zero only for the function that is missing or wrong?"""
     autograded, batched = courses
     theirs, ours = read_gradebook(autograded, "problem1"), read_gradebook(batched, "problem1")
     assert set(theirs) == set(ours) == set(FAULT_STUDENTS)
@@ -63,6 +64,11 @@ def test_nbgrader_autograde_and_the_batch_agree(courses):
     for book in (deleted, duplicated):
         assert sum(score for name, (score, _, manual) in book.items() if not manual) == 8
     assert sum(score for name, (score, _, manual) in theirs["edited_setup"].items() if not manual) == 10
+    # a test cell made "not graded" or "a solution", an answer cell renamed, the written answer
+    # made "not an answer", a 100-point grade cell added: graded as released, on the code's score
+    forged = theirs["forged"]
+    assert set(forged) == set(deleted) and "bonus" not in forged
+    assert sum(score for name, (score, _, manual) in forged.items() if not manual) == pytest.approx(5.13)
 
 
 def test_deleted_test_cell_says_why(courses):

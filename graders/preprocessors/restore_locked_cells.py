@@ -14,6 +14,7 @@ class RestoreLockedCells(OverwriteCells):
     with. A cell whose text differs from the release is still reported, and restored."""
 
     def preprocess_cell(self, cell, resources, cell_index):
+        self.release_kind(cell)
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id is not None and utils.is_locked(cell):
             try:
@@ -24,6 +25,36 @@ class RestoreLockedCells(OverwriteCells):
                     and cell.source == self.released_source(source.source)):
                 cell.source = source.source
         return super().preprocess_cell(cell, resources, cell_index)
+
+    def release_kind(self, cell) -> None:
+        """Give a cell the kind it was released as: a cell the release has no grade id for (a
+        new or renamed id, none at all) becomes an ordinary cell; a released cell gets back its
+        grade, solution and task flags (nbgrader restores its points, lock and type, but not
+        these: a test cell marked as a solution, or not graded, failed the whole notebook, and
+        it scored 0 on this route only). The graders grade the code whatever the flags say."""
+        meta = cell.metadata.get("nbgrader")
+        if meta is None:
+            return
+        grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+        try:
+            self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+        except Exception:  # not a cell of the release (or no id): an ordinary cell
+            if grade_id is not None:
+                self.log.warning("Cell '%s' is not in the release: graded as an ordinary cell", grade_id)
+            del cell.metadata["nbgrader"]
+            return
+        for flag, find in (("grade", self.gradebook.find_grade_cell), ("solution", self.gradebook.find_solution_cell),
+                           ("task", self.gradebook.find_task_cell)):
+            try:
+                find(grade_id, self.notebook_id, self.assignment_id)
+                released = True
+            except Exception:
+                released = False
+            if bool(meta.get(flag, False)) != released:
+                self.report_change(grade_id, flag, released, meta.get(flag, False))
+            meta[flag] = released
+        if not meta["grade"]:
+            meta.pop("points", None)
 
     def released_source(self, source: str) -> str:
         """A locked cell's source as the release shows it: hidden tests and mark scheme
