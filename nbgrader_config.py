@@ -8,12 +8,13 @@ sys.path.insert(0, here)  # so nbgrader can load graders.preprocessors
 import nbgrader  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput,
+    AssignLatePenalties, CheckCellMetadata, ClearOutput,
     DeduplicateIds, IgnorePattern, LimitOutput, OverwriteKernelspec, SaveAutoGrades,
 )
 
 from graders.preprocessors import (  # noqa: E402
-    DropClearedCellMetadata, FillGradeCells, GetGradesWithPending, RestoreLockedCells,
+    ClearHiddenTestsInReleasedCells, ClearMarkSchemeInReleasedCells, DropClearedCellMetadata, FillGradeCells,
+    GetGradesWithPending, RestoreLockedCells,
 )
 
 c = get_config()  # noqa: F821
@@ -62,8 +63,10 @@ c.Autograde.autograde_preprocessors = [
 c.ClearMarkScheme.enforce_metadata = False
 # Feedback shows the grader's messages, never the instructor's hidden test lines, rubrics or
 # model answers (autograde restores locked cells from the database, which keeps both), and
-# says which written answers still wait for a grader instead of showing 0.
-c.GenerateFeedback.preprocessors = [GetGradesWithPending, ClearHiddenTests, ClearMarkScheme,
+# says which written answers still wait for a grader instead of showing 0. Only the course's
+# locked cells hold those: a student's own text with the delimiters in it is left as written.
+c.GenerateFeedback.preprocessors = [GetGradesWithPending, ClearHiddenTestsInReleasedCells,
+                                    ClearMarkSchemeInReleasedCells,
                                     CSSHTMLHeaderPreprocessor]
 # The kit's feedback page is named "feedback" like nbgrader's, and found first: formgrader's
 # "Generate Feedback" asks for that name whatever the configuration says.

@@ -9,11 +9,15 @@
   cells instead of failing the notebook.
 - `GetGradesWithPending` (feedback): nbgrader's `GetGrades`, also marking each written answer
   a human has not graded yet, so feedback says it waits for a grader instead of showing 0.
+- `ClearHiddenTestsInReleasedCells`, `ClearMarkSchemeInReleasedCells` (feedback): nbgrader's,
+  on the course's locked cells only, so that a student's own text with the delimiters in it
+  cannot fail their feedback.
 """
+from .clear_released_regions import ClearHiddenTestsInReleasedCells, ClearMarkSchemeInReleasedCells
 from .drop_cleared_cell_metadata import DropClearedCellMetadata
 from .fill_grade_cells import FillGradeCells, grade_cell_outputs
 from .get_grades_with_pending import GetGradesWithPending
 from .restore_locked_cells import RestoreLockedCells
 
-__all__ = ["DropClearedCellMetadata", "FillGradeCells", "GetGradesWithPending", "RestoreLockedCells",
+__all__ = ["ClearHiddenTestsInReleasedCells", "ClearMarkSchemeInReleasedCells", "DropClearedCellMetadata", "FillGradeCells", "GetGradesWithPending", "RestoreLockedCells",
            "grade_cell_outputs"]
