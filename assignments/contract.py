@@ -442,9 +442,9 @@ class DataFlow:
         return list(owner.operands)
 
 
-_MAKES_REPLICAS = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
-                             "stablehlo.reduce_scatter"})
-"""Collectives whose result a shard_map may return replicated (a psum, an all_gather)."""
+_MAKES_REPLICAS = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather"})
+"""Collectives whose result a shard_map may return replicated (a psum, an all_gather); an
+all_to_all or a reduce-scatter leaves each device a different piece."""
 
 
 def _specs(shard_map, attribute: str) -> list[str]:

@@ -196,10 +196,11 @@ def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
 
 def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x4):
     """A shard_map that hands each device's block out as replicated (out_specs=P(), which
-    check_vma=False lets it declare with no psum), for jax.jit to sum outside: is the sum named
-    as work outside the shard_map, while a block psummed first (or all-gathered) and returned
+    check_vma=False lets it declare with no psum, or after an all_to_all, which replicates
+    nothing), for jax.jit to sum outside: is the sum named as work outside the shard_map, while a block psummed first (or all-gathered) and returned
     replicated is a result jax.jit may tidy?"""
     import jax
+    import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     from assignments.evaluate import _style_problems
@@ -214,6 +215,9 @@ def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x
     lie = jax.jit(lambda v: declared(lambda b: b)(v).sum()).lower(x).as_text()
     [message] = _style_problems(part, case, lie)
     assert "jax.jit computes around it (reduce outside the shard_map)" in message
+    swapped = jax.jit(lambda v: declared(lambda b: jax.lax.all_to_all(jnp.tile(b, 8), ("X", "Y"), 0, 0,
+                                                                      tiled=True))(v).sum())
+    assert any("computes around it" in p for p in _style_problems(part, case, swapped.lower(x).as_text()))
     psummed = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, ("X", "Y")))(v).sum()).lower(x).as_text()
     gathered = jax.jit(lambda v: declared(lambda b: jax.lax.all_gather(b, ("X", "Y"), tiled=True))(v).sum())
     assert not any("computes around it" in p for p in _style_problems(part, case, psummed))
