@@ -567,11 +567,17 @@ _CONSTANT_OPS = frozenset({"constant", "iota"})
 _KEEPS_A_CONSTANT = frozenset({"broadcast", "reshape", "convert", "copy", "bitcast", "transpose"})
 
 
+def _followed_through(name: str, by_name: dict, ops: frozenset) -> _Instruction | None:
+    """The instruction that gives the value `name`, followed back through single-operand `ops`."""
+    inst = by_name.get(name)
+    while inst is not None and inst.opcode in ops and len(inst.operands) == 1:
+        inst = by_name.get(inst.operands[0])
+    return inst
+
+
 def _constant(name: str, by_name: dict) -> bool:
     """Is the value a constant (or a reshaped, broadcast or cast one)?"""
-    inst = by_name.get(name)
-    while inst is not None and inst.opcode in _KEEPS_A_CONSTANT and len(inst.operands) == 1:
-        inst = by_name.get(inst.operands[0])
+    inst = _followed_through(name, by_name, _KEEPS_A_CONSTANT)
     return inst is not None and inst.opcode in _CONSTANT_OPS
 
 
@@ -715,15 +721,10 @@ def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | No
     return (shapes[0].dtype if shapes else "f32"), 2.0 * sum(s.elements for s in shapes)
 
 
-_KEEPS_ITS_ELEMENTS = frozenset({"reshape", "bitcast", "copy", "transpose", "convert"})
-
-
 def _expanded(name: str, result: ArrayShape, by_name: dict) -> bool:
     """Is the value a broadcast of a computed value with fewer elements than `result` (after
     reshapes, copies and casts)?"""
-    inst = by_name.get(name)
-    while inst is not None and inst.opcode in _KEEPS_ITS_ELEMENTS and len(inst.operands) == 1:
-        inst = by_name.get(inst.operands[0])
+    inst = _followed_through(name, by_name, _KEEPS_A_CONSTANT - {"broadcast"})
     if inst is None or inst.opcode != "broadcast" or not inst.operands or _constant(inst.operands[0], by_name):
         return False
     source = _operand_shapes(inst, by_name)
