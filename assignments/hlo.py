@@ -818,6 +818,18 @@ def _entry_io_bytes(text: str) -> tuple[int | None, int | None]:
     return args, sum(s.bytes for s in root.shapes)
 
 
+def _written_values(inst: _Instruction) -> tuple[ArrayShape, ...]:
+    """The arrays an instruction makes, as the program wrote them. XLA:CPU passes the array of
+    a `jax.lax.all_to_all` as one operand per device of the group (a tuple of equal blocks):
+    the array the program sends, and holds, is their concatenation, one value ([nX, chunk, D]
+    for a round of tokens, not nX blocks of [1, chunk, D])."""
+    shapes = inst.shapes
+    if inst.opcode == "all-to-all" and len(shapes) > 1 and len(set(shapes)) == 1 and shapes[0].dims:
+        block = shapes[0]
+        return (ArrayShape(block.dtype, (len(shapes) * block.dims[0],) + block.dims[1:]),)
+    return shapes
+
+
 def values_from_text(text: str, top: int = 10) -> list[Value]:
     """The largest values computed outside fusion bodies (parameters excluded)."""
     computations, entry = _parse_module(text)
@@ -829,7 +841,7 @@ def values_from_text(text: str, top: int = 10) -> list[Value]:
         for inst in insts:
             if inst.opcode in ("parameter", "get-tuple-element", "tuple", "constant", "bitcast"):
                 continue
-            for shape in inst.shapes:
+            for shape in _written_values(inst):
                 values.append(Value(inst.name, shape, inst.opcode))
     # Ranked as the memory rules measure them (`values_at_least`), so that no value those rules
     # would flag is pushed out of the top by values they would not.

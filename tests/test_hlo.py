@@ -114,6 +114,21 @@ def test_no_communication_and_largest_values(mesh_2x4):
     assert a.values_at_least(32 * 32) and not a.values_at_least(32 * 32 + 1)
 
 
+def test_an_all_to_all_is_one_value_and_a_combined_all_reduce_is_not(mesh_2x4):
+    """XLA:CPU passes a jax.lax.all_to_all's array as one block per device of the group: is the
+    array the program sent (their concatenation) one value, so that a round of [2, 16, 4] is not
+    read as two [1, 16, 4] blocks? And do separate psums that XLA combined into one tuple
+    all-reduce stay separate values?"""
+    f = jax.shard_map(lambda b: jax.lax.all_to_all(b.reshape(2, 16, 4), "X", 0, 0), mesh=mesh_2x4,
+                      in_specs=P("X", "Y"), out_specs=P("X", "Y"))
+    a = compile_on(mesh_2x4, f, (np.ones((64, 16), np.float32), P("X", "Y")))
+    sent = [v for v in a.largest_values if v.opcode == "all-to-all"]
+    assert [v.shape.dims for v in sent] == [(2, 16, 4)], a.largest_values
+    text = ASYNC_AND_TUPLE.replace("replica_groups=[4,2]<=[2,4]T(1,0)", "replica_groups={{0,4},{1,5},{2,6},{3,7}}")
+    pieces = {v.shape.dims for v in analyze_text(text, MESH_SHAPE, AXES).largest_values if v.opcode == "all-reduce"}
+    assert pieces == {(8, 4), (8, 2)}
+
+
 def test_trivial_axis_is_not_communication():
     """Is a psum over an axis of size 1 left out (nothing moves)?"""
     mesh = jax.make_mesh((8, 1), AXES, axis_types=(jax.sharding.AxisType.Auto,) * 2)

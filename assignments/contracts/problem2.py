@@ -113,7 +113,8 @@ def explain_value(v, s: dict, result: Callable[[dict], int], where: str) -> str:
                 f"matmul over a masked copy of its {dims[0]} rows for each of the {G} expert groups "
                 f"([rows, groups*D]), as large as a padded buffer (a TPU or GPU runs ragged_dot without "
                 f"this copy). On this CPU, {_grouping_advice(s, where)}")
-    if len(dims) == 3 and dims[0] == G and G >= 2:
+    sent = v is not None and v.opcode == "all-to-all"  # what a round sends: never an expert's buffer
+    if len(dims) == 3 and dims[0] == G and G >= 2 and not sent:
         f = "F" if result is whole_f else "F/nY"  # a device's result columns (the _x parts: all of F)
         sizes = {"local": "E*S*D and E*S*F elements, below S*D*F only while E < D and E < F",
                  "gather": f"E/nX*S*D and E/nX*S*{f} elements, below the limit only while E < D "
