@@ -299,12 +299,16 @@ class DataFlow:
         self.functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
                           for f in (o.operation for o in module.body.operations) if f.name == "func.func"}
         self.calls: dict[str, list] = {}
+        self.mesh: list[tuple[str, int]] = []
+        """The mesh's axes and sizes, in order (Shardy's first `sdy.mesh`)."""
 
         def index(operation):
             operation = operation.operation  # (an OpView's name is its symbol's, not its kind)
-            if operation.name == "func.call":
-                callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
+            callee = called_function(operation)
+            if callee is not None:
                 self.calls.setdefault(callee, []).append(operation)
+            elif operation.name == "sdy.mesh" and not self.mesh:
+                self.mesh = [(a, int(n)) for a, n in re.findall(r'"(\w+)"=(\d+)', str(operation.attributes["mesh"]))]
             return ir.WalkResult.ADVANCE
 
         module.operation.walk(index)
@@ -402,18 +406,35 @@ class DataFlow:
 
     def _split_inside(self, shard_map, k: int) -> bool:
         """Is result k of a shard_map, declared replicated (out_specs P()), computed inside it
-        from a split argument with no collective between (check_vma=False lets a shard_map
-        declare each device's own block replicated, for jax.jit to work on outside)?"""
-        def stop(v):
-            return (isinstance(v, self.ir.OpResult) and v.owner.operation.name in _MAKES_REPLICAS) or (
-                isinstance(v, self.ir.BlockArgument) and v.owner.owner.operation.name == "sdy.manual_computation")
-
-        for v in self._back(self._returned(shard_map.regions[0], k), stop):
+        from an argument split over some mesh axis without a psum or all_gather over that axis
+        on the way (check_vma=False lets a shard_map declare each device's own block
+        replicated, for jax.jit to work on outside)? Each path back carries the axes its
+        collectives made the data whole over: a psum in groups of one device makes nothing."""
+        every_axis = frozenset(a for a, _ in self.mesh)
+        stack = [(v, frozenset()) for v in self._returned(shard_map.regions[0], k)]
+        seen = set()
+        while stack:
+            v, whole = stack.pop()
+            if (v, whole) in seen:
+                continue
+            seen.add((v, whole))
+            v = v.maybe_downcast()
             if isinstance(v, self.ir.BlockArgument) and v.owner.owner.operation.name == "sdy.manual_computation":
                 specs = _specs(v.owner.owner.operation, "in_shardings")
-                if v.arg_number < len(specs) and re.search(r'"\w+"', specs[v.arg_number]):
+                if v.arg_number < len(specs) and set(re.findall(r'"(\w+)"', specs[v.arg_number])) - whole:
                     return True
+                continue
+            if isinstance(v, self.ir.OpResult) and v.owner.operation.name in _MAKES_REPLICAS:
+                whole = whole | self._group_axes(v.owner.operation)
+                if every_axis and whole >= every_axis:
+                    continue
+            stack += [(u, whole) for u in self._feeding(v)]
         return False
+
+    def _group_axes(self, collective) -> frozenset[str]:
+        """The mesh axes a psum or all_gather combines over (`collective_axes` on this
+        program's mesh): none for groups of one device."""
+        return collective_axes(collective, tuple(n for _, n in self.mesh), tuple(a for a, _ in self.mesh))
 
     def _feeding(self, v) -> list:
         """The values one step back from `v` (as `sources` follows them)."""
@@ -429,8 +450,8 @@ class DataFlow:
                 return [parent.operands[n]] + self._returned(parent.regions[1], n)
             return list(parent.operands)
         owner, k = v.owner.operation, v.result_number
-        if owner.name == "func.call":
-            callee = self.functions.get(ir.FlatSymbolRefAttr(owner.attributes["callee"]).value)
+        if (name := called_function(owner)) is not None:
+            callee = self.functions.get(name)
             return self._returned(callee.regions[0], k) if callee is not None else list(owner.operands)
         if owner.name == "stablehlo.while" and k < len(owner.operands):
             # and the condition: how many times the body ran carries what the condition read
@@ -443,8 +464,43 @@ class DataFlow:
 
 
 _MAKES_REPLICAS = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather"})
-"""Collectives whose result a shard_map may return replicated (a psum, an all_gather); an
-all_to_all or a reduce-scatter leaves each device a different piece."""
+"""Collectives whose result a shard_map may return replicated (a psum, an all_gather) over the
+axes they combine (`DataFlow._group_axes`); an all_to_all or a reduce-scatter leaves each
+device a different piece."""
+
+
+def collective_axes(operation, mesh_shape: tuple[int, ...], axis_names: tuple[str, ...]) -> frozenset[str]:
+    """The mesh axes a lowered collective runs over. Its replica groups are device lists
+    (``dense<[[0, 4], ...]>``, devices numbered row-major over the mesh: the axes along which a
+    group's devices differ) or, on newer JAX, the mesh's axes by name
+    (``#stablehlo.replica_group_mesh_axes<..., axes = [#stablehlo.axis_ref<name = "X">]>``);
+    none at all, or groups that cannot be read, mean every axis. A permute's axes are those
+    its pairs cross."""
+    from jax._src.lib.mlir import ir
+
+    from .hlo import axes_of_groups
+
+    attrs = operation.attributes
+    key = "source_target_pairs" if "source_target_pairs" in attrs else "replica_groups"
+    if key not in attrs or not mesh_shape:
+        return frozenset(axis_names)
+    if isinstance(attrs[key], ir.DenseIntElementsAttr):
+        rows = np.asarray(ir.DenseIntElementsAttr(attrs[key])).tolist()
+        if not rows or any(d < 0 or d >= math.prod(mesh_shape) for row in rows for d in row):
+            return frozenset(axis_names)
+        return frozenset(axes_of_groups(rows, mesh_shape, axis_names))
+    return frozenset(a for a in re.findall(r'axis_ref<name = "(\w+)"', str(attrs[key])) if a in axis_names)
+
+
+def called_function(operation) -> str | None:
+    """The function an operation calls: a func.call's callee, or the decomposition of a
+    stablehlo.composite (`jax.lax.composite`: XLA inlines it, so its body is the program's)."""
+    from jax._src.lib.mlir import ir
+
+    attribute = {"func.call": "callee", "stablehlo.composite": "decomposition"}.get(operation.name)
+    if attribute is None or attribute not in operation.attributes:
+        return None
+    return ir.FlatSymbolRefAttr(operation.attributes[attribute]).value
 
 
 def _specs(shard_map, attribute: str) -> list[str]:
@@ -504,9 +560,16 @@ written as slices and adds), a tidying when it divides a result by a count or ad
 _CARRYING_SLICES = frozenset({"stablehlo.reshape", "stablehlo.convert", "stablehlo.transpose",
                               "stablehlo.bitcast_convert", "stablehlo.broadcast_in_dim", "stablehlo.negate",
                               "stablehlo.abs", "stablehlo.select", "stablehlo.pad", "stablehlo.concatenate",
-                              "stablehlo.reverse", "stablehlo.copy"}) | COMBINING_OPS
+                              "stablehlo.reverse", "stablehlo.copy", "stablehlo.optimization_barrier",
+                              "sdy.sharding_constraint"}) | COMBINING_OPS
 """What a piece sliced out of the data stays a piece through: reshapes, casts, negation,
-selection, moves of its elements, arithmetic."""
+selection, moves of its elements, arithmetic, barriers and sharding constraints."""
+
+
+def _crops(pad) -> bool:
+    """Does a stablehlo.pad cut elements off (a negative edge padding: a slice written as a pad)?"""
+    return any(re.search(r"-\d", str(pad.attributes[a])) for a in ("edge_padding_low", "edge_padding_high")
+               if a in pad.attributes)
 
 
 def _from_slices(value, seen: dict) -> bool:
@@ -520,8 +583,8 @@ def _from_slices(value, seen: dict) -> bool:
     owner = value.owner.operation
     key = id(owner)  # the wrapper is kept in `seen`, so that no other operation can take its id
     if key not in seen:
-        verdict = owner.name in SLICING_OPS or (owner.name in _CARRYING_SLICES
-                                                and any(_from_slices(o, seen) for o in owner.operands))
+        verdict = owner.name in SLICING_OPS or (owner.name == "stablehlo.pad" and _crops(owner)) or (
+            owner.name in _CARRYING_SLICES and any(_from_slices(o, seen) for o in owner.operands))
         seen[key] = (owner, verdict)
     return seen[key][1]
 
@@ -559,8 +622,7 @@ def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
             elif not inside and op.name in COMBINING_OPS and len(op.operands) == 2 \
                     and all(_from_slices(v, sliced) for v in op.operands) and flow.from_split_data(list(op.operands)):
                 outside.add(op.name.removeprefix("stablehlo.") + " of slices")
-            if op.name == "func.call":
-                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            if (callee := called_function(op)) is not None:
                 if callee in flow.functions and (callee, inside) not in visited:
                     visited.add((callee, inside))
                     visit(flow.functions[callee], inside)

@@ -17,8 +17,9 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
 from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_attrs, arg_leaves, as_float64,
-                       check_call, map_args, program_ops, style_shows, uses_shard_map, work_outside_shard_map)
-from .hlo import ProgramAnalysis, analyze, axes_of_groups
+                       called_function, check_call, collective_axes, map_args, program_ops, style_shows,
+                       uses_shard_map, work_outside_shard_map)
+from .hlo import ProgramAnalysis, analyze
 from .rules import ring_directions_note
 
 
@@ -301,15 +302,7 @@ def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
             operation = operation.operation
             if operation.name not in COLLECTIVE_OPS:
                 return ir.WalkResult.ADVANCE
-            attrs = operation.attributes
-            key = "source_target_pairs" if "source_target_pairs" in attrs else "replica_groups"
-            if key not in attrs:
-                axes = set(MESH_AXES)
-            elif isinstance(attrs[key], ir.DenseIntElementsAttr):
-                rows = np.asarray(ir.DenseIntElementsAttr(attrs[key])).tolist()
-                axes = set(axes_of_groups(rows, mesh_shape, MESH_AXES) if rows else MESH_AXES)
-            else:
-                axes = {a for a in re.findall(r'axis_ref<name = "(\w+)"', str(attrs[key])) if a in MESH_AXES}
+            axes = collective_axes(operation, tuple(mesh_shape), MESH_AXES)
             sources = tuple(flow.sources([v]) for v in operation.operands)
             carried = tuple(flow.carried_sources([v]) for v in operation.operands)
             if narrower_than:
@@ -339,7 +332,7 @@ class ShardMapInput(NamedTuple):
     dimension (jax.jit gathers the argument over those axes at the boundary)."""
 
 
-SAME_DIMENSIONS_OPS = frozenset({"stablehlo.convert", "stablehlo.bitcast_convert", "func.call",
+SAME_DIMENSIONS_OPS = frozenset({"stablehlo.convert", "stablehlo.bitcast_convert", "func.call", "stablehlo.composite",
                                  "sdy.sharding_constraint", "stablehlo.optimization_barrier"})
 """What leaves an argument as it is, dimension for dimension: casts, calls, a reshard."""
 PASSING_OPS = SAME_DIMENSIONS_OPS | {"stablehlo.reshape", "stablehlo.transpose"}
@@ -368,8 +361,7 @@ def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
 
         def calls(operation):
             operation = operation.operation
-            if operation.name == "func.call":
-                callee = ir.FlatSymbolRefAttr(operation.attributes["callee"]).value
+            if (callee := called_function(operation)) is not None:
                 if callee in flow.functions and callee not in inside:
                     inside.add(callee)
                     flow.functions[callee].walk(calls)
@@ -439,7 +431,8 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
         names = ", ".join(sorted(o.removeprefix("stablehlo.") for o in outside))
         return [f"{part.name} must do its work inside its shard_map, but jax.jit computes around it ({names} "
                 f"outside the shard_map): a shard_map that passes its input through, declares each "
-                f"device's own block replicated (out_specs=P() with check_vma=False and no psum), or whose "
+                f"device's own block replicated (out_specs=P() with check_vma=False and no psum over the axes it is "
+                f"split over), or whose "
                 f"result is thrown away, leaves the work to jax.jit. Sum (and multiply) each device's own "
                 f"block inside the shard_map."]
     names = [a.name for a in part.args]

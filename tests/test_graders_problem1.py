@@ -399,7 +399,8 @@ TESTED = {
     "wrong_dtype", "wrong_shape", "returns_dict", "nan_output", "jit_part_uses_shard_map", "raises",
     "shard_map_over_x_only", "identity_shard_map", "adds_of_slices_outside", "loop_outside", "triangular_solve_outside",
     "missing_function", "wrong_signature", "replicated_claim_passes_through", "sum_of_slices_from_zero",
-    "negated_slices_subtracted",
+    "negated_slices_subtracted", "psum_in_groups_of_one_claim", "work_in_a_composite_outside",
+    "slices_cut_by_pads_added_outside", "slices_through_a_barrier_added_outside",
 }
 
 

@@ -218,10 +218,39 @@ def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x
     swapped = jax.jit(lambda v: declared(lambda b: jax.lax.all_to_all(jnp.tile(b, 8), ("X", "Y"), 0, 0,
                                                                       tiled=True))(v).sum())
     assert any("computes around it" in p for p in _style_problems(part, case, swapped.lower(x).as_text()))
+    # a psum in groups of one device combines nothing; one over X leaves the blocks split over Y
+    alone = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, ("X", "Y"), axis_index_groups=[[d] for d in range(8)]))(v).sum())
+    over_x = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, "X"))(v).sum())
+    for program in (alone, over_x):
+        assert any("computes around it (reduce outside" in p for p in _style_problems(part, case, program.lower(x).as_text()))
     psummed = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, ("X", "Y")))(v).sum()).lower(x).as_text()
     gathered = jax.jit(lambda v: declared(lambda b: jax.lax.all_gather(b, ("X", "Y"), tiled=True))(v).sum())
-    assert not any("computes around it" in p for p in _style_problems(part, case, psummed))
-    assert not any("computes around it" in p for p in _style_problems(part, case, gathered.lower(x).as_text()))
+    in_turn = jax.jit(lambda v: declared(lambda b: jax.lax.psum(jax.lax.psum(b, "X"), "Y"))(v).sum())
+    for program in (psummed, gathered.lower(x).as_text(), in_turn.lower(x).as_text()):
+        assert not any("computes around it" in p for p in _style_problems(part, case, program))
+
+
+def test_work_in_a_composite_outside_the_shard_map_is_jits_work(mesh_2x4):
+    """A jax.lax.composite's body is a function of its own that XLA inlines: is the sum jax.jit
+    does in one, around an identity shard_map, named as work outside, while a composite inside
+    the shard_map is the shard_map's own work?"""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from assignments.evaluate import _style_problems
+
+    part = WARMUP.part("total_sum")
+    case = Case((2, 4), {"K": 24})
+    x = jax.device_put(np.ones(24, np.float32), NamedSharding(mesh_2x4, P(("X", "Y"))))
+    total = jax.lax.composite(lambda b: b.sum(), name="kit.total")
+
+    def shard_map(local, out_specs):
+        return jax.shard_map(local, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=out_specs)
+
+    outside = jax.jit(lambda v: total(shard_map(lambda b: b, P(("X", "Y")))(v)))
+    inside = jax.jit(shard_map(lambda b: jax.lax.psum(total(b), ("X", "Y")), P()))
+    assert any("computes around it (reduce outside" in p for p in _style_problems(part, case, outside.lower(x).as_text()))
+    assert not any("computes around it" in p for p in _style_problems(part, case, inside.lower(x).as_text()))
 
 
 def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
