@@ -460,7 +460,37 @@ class DataFlow:
             return list(owner.operands) + [r for region in owner.regions for r in self._returned(region, k)]
         if owner.name == "sdy.manual_computation":
             return self._returned(owner.regions[0], k)
+        if _is_nothing(owner):
+            return []
         return list(owner.operands)
+
+
+_ZERO = re.compile(r"dense<(?:[-+]?0(?:\.0*)?(?:e[-+]?\d+)?|false|\(0(?:\.0*)?(?:e[-+]?\d+)?,\s*0(?:\.0*)?(?:e[-+]?\d+)?\))>")
+"""A splat constant of zeros as MLIR prints it (``dense<0.000000e+00>``, ``dense<0>``)."""
+
+
+def _is_zero(value) -> bool:
+    """Is `value` a constant zero, through broadcasts, reshapes and casts?"""
+    from jax._src.lib.mlir import ir
+
+    value = value.maybe_downcast()
+    while isinstance(value, ir.OpResult) and value.owner.operation.name in (
+            "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"):
+        value = value.owner.operation.operands[0].maybe_downcast()
+    return isinstance(value, ir.OpResult) and value.owner.operation.name == "stablehlo.constant" \
+        and bool(_ZERO.match(str(value.owner.operation.attributes["value"])))
+
+
+def _is_nothing(operation) -> bool:
+    """Is `operation`'s result the same whatever its operands hold: a product with a constant
+    zero (``0 * W``), or a value minus (or xor) itself? What it is computed from is then
+    nothing: an identity made ``computed from W`` by adding ``0 * W`` is still the identity."""
+    operands = list(operation.operands)
+    if operation.name == "stablehlo.multiply":
+        return any(_is_zero(o) for o in operands)
+    if operation.name in ("stablehlo.subtract", "stablehlo.xor") and len(operands) == 2:
+        return operands[0] == operands[1]
+    return False
 
 
 _MAKES_REPLICAS = frozenset({"stablehlo.all_reduce", "stablehlo.all_gather"})

@@ -791,14 +791,18 @@ def test_experts_moved_by_jit_around_the_shard_map_are_refused(grade):
 
 
 @pytest.mark.parametrize("file", ["tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy",
-                                  "tokens_by_permutes_beside_a_row_decoy"])
+                                  "tokens_by_permutes_beside_a_row_decoy",
+                                  "tokens_by_permutes_laundered_by_an_identity",
+                                  "tokens_by_permutes_beside_a_disguised_row_decoy"])
 def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(grade, file):
     """Each round's tokens sent over X by rings of ppermutes, as int32 bits in pieces smaller than
     an expert's slice, only the results and the ids in all_to_alls (the ids with a number made
     from the tokens added, A[0, 0] - A[0, 0], in the decoy; with nX whole rows of the tokens
-    minus themselves in the row decoy): values right; the rule lost wherever X has two rows or
-    more, saying that no all_to_all over X carries the tokens, only the ids (B), or, where the
-    row decoy makes one carry them, that the permutes beside it carry them too."""
+    minus themselves in the row decoy; the tokens multiplied by an identity plus 0 * W before
+    the permutes in the laundered one): values right; the rule lost wherever X has two rows or
+    more, saying that no all_to_all over X carries the tokens, only the ids (B): a value minus
+    itself, or times a constant zero, carries nothing. Where a disguised decoy does carry rows
+    of the tokens in the ids' all_to_all, it says the permutes beside it carry them too."""
     names = ["moe_all_to_all", "moe_all_to_all_x"]
     result = grade(file, only=names)
     for name in names:
@@ -809,7 +813,7 @@ def test_tokens_sent_as_integers_by_permutes_are_no_all_to_all_of_the_tokens(gra
                   f"jax.lax.all_to_all over X carries them: what they carry is B.")
         beside = (f"{name} must send the tokens (A) over X with jax.lax.all_to_all, but its jax.lax.ppermute over "
                   f"X carries them too")
-        if file == "tokens_by_permutes_beside_a_row_decoy":
+        if file == "tokens_by_permutes_beside_a_disguised_row_decoy":
             assert beside in part.output, part.output
         else:
             assert unsent in part.output and beside not in part.output, part.output
@@ -888,6 +892,7 @@ TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",
           "tokens_as_integers_by_permutes", "tokens_by_permutes_beside_a_decoy", "tokens_by_permutes_beside_a_row_decoy",
+          "tokens_by_permutes_laundered_by_an_identity", "tokens_by_permutes_beside_a_disguised_row_decoy",
           "nested_shard_maps", "packed_ids_fori_loop", "experts_transposed_in_place",
           "experts_laundered_by_loop_trip_counts", "onehot_dispatch",
           "topk_over_distinct_experts", "dense_gather_in_pieces", "experts_by_identity_dot"}
