@@ -116,6 +116,9 @@ class Collective:
     """Per operand: the matmul work (FLOPs per device, each matmul once, one run) of the
     instructions of its computation that the operand is computed from (`needed_matmul_work`):
     a piece of a split reduction multiplied on its own needs its own product only."""
+    copies: bool = False
+    """all-to-all only: every block it sends is a copy of one computed value (`_copies_one_value`),
+    so that each device gets every device's value: an all-gather spelled as an all-to-all."""
 
     @property
     def priced_kind(self) -> str:
@@ -559,6 +562,7 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                 accelerator_kind=accelerator_kind, pairs=tuple(pairs or ()),
                 groups=tuple(tuple(g) for g in groups), computation=comp,
                 matmul_needs=tuple(needed_matmul_work(o, comp, names) for o in inst.operands),
+                copies=kind == "all-to-all" and _copies_one_value(inst, by_name),
             ))
     return found
 
@@ -581,12 +585,33 @@ def _constant(name: str, by_name: dict) -> bool:
     return inst is not None and inst.opcode in _CONSTANT_OPS
 
 
+_MOVES_NOTHING = frozenset({"copy", "bitcast", "reshape", "convert"})
+
+
+def _copies_one_value(inst: _Instruction, by_name: dict) -> bool:
+    """Is every block of an all-to-all a copy of one computed value: its operands (XLA:CPU
+    passes one per device) all the same value, or its one operand a broadcast along the
+    dimension it splits (reshapes, copies and casts followed through)?"""
+    if not inst.operands or any(_constant(o, by_name) for o in inst.operands):
+        return False
+    sources = [_followed_through(o, by_name, _MOVES_NOTHING) for o in inst.operands]
+    if len(sources) > 1 or sources[0] is None:
+        return None not in sources and len({s.name for s in sources}) == 1
+    split = re.search(r"\bdimensions=\{(\d+)\}", inst.attrs)
+    kept = re.search(r"\bdimensions=\{([\d,]*)\}", sources[0].attrs)
+    return (sources[0].opcode == "broadcast" and split is not None and kept is not None
+            and split.group(1) not in kept.group(1).split(","))
+
+
 def needed_matmul_work(operand: str, computation: str, names: dict[str, dict]) -> float:
     """The matmul work, in FLOPs per device in one run, of every instruction of `computation`
-    that `operand` is computed from (itself included, each once; inside fusions too): dots and
+    that `operand` is computed from (itself included, each once; inside fusions too, and inside
+    the loops, calls and conditionals whose results it reads, a loop's body times its trip
+    count, so that a whole product made in a loop of its own counts whole): dots and
     convolutions (`dot_flops`), sums of a product (`sum_of_products`), and the multiplies of two
     computed values that no such sum takes (2 x their elements: XLA writes a dot whose
     contracted size is 1 as a multiply). `names`: each computation's instructions by name."""
+    runs = {computation: 1}                 # times each computation reached runs per run of `computation`
     reached, stack = set(), [(computation, operand)]
     while stack:
         comp, name = stack.pop()
@@ -595,21 +620,36 @@ def needed_matmul_work(operand: str, computation: str, names: dict[str, dict]) -
             continue
         reached.add((comp, name))
         stack += [(comp, o) for o in inst.operands]
-        called = [c for k, c in _CALLS.findall(inst.attrs) if k == "calls"] if inst.opcode == "fusion" else []
-        if called and called[0] in names:  # everything the fusion computes
-            stack += [(called[0], n) for n, i in names[called[0]].items() if i.opcode != "parameter"]
+        for callee, times in _computes_in(inst):
+            if callee in names and callee not in runs:  # everything the callee computes
+                runs[callee] = runs[comp] * times
+                stack += [(callee, n) for n, i in names[callee].items() if i.opcode != "parameter"]
     products, summed, total = [], set(), 0.0
     for comp, name in reached:
         inst, by_name = names[comp][name], names[comp]
         dot = dot_flops(inst, by_name)
         if dot is not None:
-            total += dot[1]
+            total += dot[1] * runs[comp]
         elif inst.opcode == "reduce" and (product := sum_of_products(inst, by_name)) is not None:
-            total += product[1]
+            total += product[1] * runs[comp]
             summed |= {(comp, m) for m in summed_multiplies(inst, by_name)}
         elif inst.opcode == "multiply" and inst.shapes and not any(_constant(o, by_name) for o in inst.operands):
-            products.append((comp, name, 2.0 * inst.shapes[0].elements))
+            products.append((comp, name, 2.0 * inst.shapes[0].elements * runs[comp]))
     return total + sum(work for comp, name, work in products if (comp, name) not in summed)
+
+
+def _computes_in(inst: _Instruction) -> list[tuple[str, int]]:
+    """(computation, times it runs per run of `inst`) of the computations whose work makes
+    `inst`'s result: a fusion's, a call's, a conditional's branches, a loop's body (times its
+    trip count; once when unknown). Not a reduce's or an all-reduce's adding function."""
+    if inst.opcode == "while":
+        trip = _TRIP.search(inst.attrs)
+        return [(c, int(trip.group(1)) if trip else 1) for k, c in _CALLS.findall(inst.attrs) if k == "body"]
+    if inst.opcode not in ("fusion", "call", "conditional"):
+        return []
+    branches = [c for b in _BRANCHES.findall(inst.attrs) for c in re.findall(r"%?([\w.\-]+)", b)]
+    return [(c, 1) for k, c in _CALLS.findall(inst.attrs)   # (XLA:CPU writes a call's callee as to_apply)
+            if k in ("calls", "to_apply", "true_computation", "false_computation")] + [(c, 1) for c in branches]
 
 
 def _feeds_only_a_share(inst: _Instruction, insts, computations, group_size: int) -> bool:
@@ -719,6 +759,16 @@ def sum_of_products(inst: _Instruction, by_name: dict) -> tuple[str, float] | No
         return None
     shapes = _operand_shapes(inst, by_name)[:max(len(inst.operands) // 2, 1)]
     return (shapes[0].dtype if shapes else "f32"), 2.0 * sum(s.elements for s in shapes)
+
+
+def matmul_work(inst: _Instruction, by_name: dict) -> tuple[str, float] | None:
+    """(type, FLOPs) of one instruction that does a matmul's work, as the step model and the
+    ring rules count it: a dot or a convolution (`dot_flops`), or a reduce that sums a product
+    (`sum_of_products`: a matmul written as a multiply and a sum). Not a lone multiply
+    (`outer_product_flops`, left to `LargestMatmul`): XLA writes a product whose contracted
+    size is 1 that way and fuses it with the next step's into one elementwise chain, which would
+    read as products made outside the ring. None for any other instruction."""
+    return dot_flops(inst, by_name) or sum_of_products(inst, by_name)
 
 
 def _expanded(name: str, result: ArrayShape, by_name: dict) -> bool:

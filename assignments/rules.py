@@ -121,12 +121,16 @@ class Forbid:
         return f"no {self.kind}{over}"
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
-        bad = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)
+        # An all-to-all whose blocks are all copies of one value gathers it (`Collective.copies`).
+        bad = [c for c in analysis.collectives if (c.kind == self.kind or (self.kind == "all-gather" and c.copies))
+               and _over(c, self.axes)
                and (self.dtypes is None or any(o.dtype.startswith(self.dtypes) for o in c.operands))]
         if not bad:
             return []
         hint = f". {self.why}" if self.why else ""
-        return [f"communication observed: {_observed(bad)}; allowed: {self.describe()}{hint}"]
+        disguised = (" (an all-to-all whose blocks are all copies of one value sends every device that value, "
+                     "as an all-gather does, and counts as one)" if any(c.kind != self.kind for c in bad) else "")
+        return [f"communication observed: {_observed(bad)}{disguised}; allowed: {self.describe()}{hint}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -618,6 +622,18 @@ class LargestMatmul:
                 f"{' ' + self.why if self.why else ''}"]
 
 
+def _uncounted_matmuls(analysis: ProgramAnalysis) -> bool:
+    """Does the program multiply in a loop whose trip count is unknown (a stage run an unknown
+    number of times, `assignments.steps`), so that no rule can count that work?"""
+    return any(stage.runs is None and any(e.collective < 0 for e in stage.events) for stage in analysis.stages)
+
+
+_UNCOUNTED = ("the program multiplies inside a loop whose trip count is not known at compile time (a "
+              "jax.lax.while_loop whose condition reads data), so how much of its matmul work overlaps the "
+              "communication cannot be counted; allowed: matmuls in loops with static bounds only. Use "
+              "jax.lax.fori_loop with Python ints")
+
+
 @dataclasses.dataclass(frozen=True)
 class PiecesMultipliedApart:
     """Each piece of a split reduction over `axis` is multiplied on its own, so that its
@@ -625,12 +641,15 @@ class PiecesMultipliedApart:
     than `flops` (`ProgramAnalysis.largest_matmul`: the whole product made at once, then
     sliced), and no operand of an all-reduce or reduce-scatter over `axis` is computed from
     more than `flops` of matmul work (`Collective.matmul_needs`: pieces sliced from a whole
-    product made by several matmuls, over parts of the contracting dimension say). Judged on
-    meshes where `axis` has two devices or more."""
+    product made by several matmuls, over parts of the contracting dimension say). A reduction
+    run as a ring of collective-permutes has its pieces in the ring's steps: with `ring`, such a
+    program is also judged by it (each step's product made in the step, not the whole product
+    before the ring). Judged on meshes where `axis` has two devices or more."""
 
     axis: str
     flops: Size
     what: str
+    ring: "MatmulsInTheRing | None" = None
 
     def describe(self) -> str:
         return f"each piece of the reduction over {self.axis} multiplied on its own"
@@ -638,6 +657,16 @@ class PiecesMultipliedApart:
     def violations(self, analysis, case, inputs=()) -> list[str]:
         if case.all_sizes[f"n{self.axis}"] < 2:
             return []
+        if _uncounted_matmuls(analysis):
+            return [_UNCOUNTED]
+        ringed = []
+        if self.ring is not None and any(c.kind == "collective-permute" and self.axis in c.axes
+                                         for c in analysis.collectives):
+            ringed = [f"the reduction over {self.axis} runs as a ring of collective-permutes, but {v[0].lower()}{v[1:]}"
+                      for v in self.ring.violations(analysis, case, inputs)]
+        return ringed + self._pieces(analysis, case)
+
+    def _pieces(self, analysis, case) -> list[str]:
         limit = _size(self.flops, case)
         advice = ("Multiply each piece just before its psum (a @ w[:, piece]), not the whole product sliced "
                   "afterwards.")
@@ -651,8 +680,8 @@ class PiecesMultipliedApart:
             return []
         return [f"a piece of the reduction over {self.axis} is computed from {needs:,.0f} FLOPs of matmuls per "
                 f"device; allowed: at most {limit:,} ({self.what}). The pieces are slices of one product made "
-                f"whole first (by more than one matmul), so no piece's reduction can start before all of it is "
-                f"multiplied. {advice}"]
+                f"whole first (by more than one matmul, or in a loop), so no piece's reduction can start before all "
+                f"of it is multiplied. {advice}"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -664,9 +693,10 @@ class MatmulsInTheRing:
     collective matmul multiplies each block inside the ring, beside the step that moves the next
     one, so only the first (or last) block's product has no communication beside it; a ring
     that only moves data, with the products made in a loop of their own before or after it,
-    overlaps nothing. Matmuls are the step model's: dots and convolutions (a multiply and a sum,
-    which XLA:CPU may fuse across steps, is left to `LargestMatmul`). Judged where the ring has
-    two devices or more."""
+    overlaps nothing. Matmuls are the step model's (`assignments.hlo.matmul_work`): dots and
+    convolutions, and the same products written as a multiply and a sum (a lone multiply, which
+    XLA:CPU fuses across steps, is left to `LargestMatmul`). Matmuls in a loop whose trip count
+    is unknown cannot be counted: refused. Judged where the ring has two devices or more."""
 
     axis: str
     flops: Size
@@ -679,6 +709,8 @@ class MatmulsInTheRing:
     def violations(self, analysis, case, inputs=()) -> list[str]:
         if case.all_sizes.get(f"n{self.axis}", 1) < 2 or not analysis.stages:
             return []
+        if _uncounted_matmuls(analysis):
+            return [_UNCOUNTED]
         block = _size(self.flops, case)
         outside = 0.0
         for stage in analysis.stages:
@@ -708,21 +740,28 @@ class MatmulsInTheRing:
 
 def _alone_in_the_loop(stage, ring: list[int]) -> float:
     """FLOPs of the matmuls of one run of a ring's loop that no collective of the ring can run
-    beside: every one of this run's collectives needs the matmul or is needed by it, and every
-    one of the next run's needs it through what the loop carries (a send made to wait for the
-    product, or a product made to wait for the block that arrived, by a data dependency that
-    changes no value). 0 when the stage does not say what its loop carries."""
+    beside: every one of this run's collectives needs the matmul or is needed by it, every one
+    of the next run's needs it through what the loop carries, and it needs every one of the
+    last run's through what the loop carries (a send made to wait for the product, or a
+    product made to wait for the block that arrived, by a data dependency that changes no
+    value). A product that the step's own send carries on (the book's "permute the result as
+    you accumulate it": acc = ppermute(acc + partial)) runs beside the last run's send, as its
+    unrolled form does. 0 when the stage does not say what its loop carries."""
     if not stage.carried:
         return 0.0
     needs = event_needs(stage)
+
+    def carried_from(e, source) -> bool:   # does event `e` read a value the last run made from `source`?
+        return any(k < len(stage.carried) and source in stage.carried[k] for k in e.reads)
+
     alone = 0.0
     for m, e in enumerate(stage.events):
         if e.collective >= 0:
             continue
         now = any(r not in needs[m] and m not in needs[r] for r in ring)
-        later = any(not any(k < len(stage.carried) and m in stage.carried[k] for k in stage.events[r].reads)
-                    for r in ring)
-        if not (now or later):
+        later = any(not carried_from(stage.events[r], m) for r in ring)
+        earlier = any(not carried_from(e, r) for r in ring)
+        if not (now or later or earlier):
             alone += e.flops
     return alone
 

@@ -5,7 +5,8 @@ walked in execution order (a compiled module is scheduled, so the text order wit
 computation is the order it runs in). Each loop whose body communicates becomes a `Stage`
 run once per iteration; the straight-line code before, between and after such loops becomes
 stages of its own (a loop that only computes counts there as one matmul of all its
-iterations). A loop that communicates inside another one is a stage of its own too, run as
+iterations; one whose trip count is unknown is a stage of its own, run an unknown number of
+times). A loop that communicates inside another one is a stage of its own too, run as
 often as both loops together run. A stage lists its collectives and matmuls (`Event`) and,
 for each, which earlier ones it needs (data flow inside one run of the stage; the branches of
 a conditional that communicates are read as if written in its place, so that their permutes
@@ -29,7 +30,7 @@ import dataclasses
 import re
 
 from .hlo import (_BRANCHES, _CALLS, _TRIP, Collective, Event, ProgramAnalysis, Stage, _Instruction,
-                  _parse_module, dot_flops)
+                  _parse_module, matmul_work)
 
 _INDEX = re.compile(r"\bindex=(\d+)")
 
@@ -51,6 +52,7 @@ class _Reader:
         self._flops: dict[str, dict[str, float]] = {}
         self._carried: dict[str, tuple[int, ...]] = {}
         self._callees: dict[str, list[tuple[str, int]]] = {}
+        self._unbounded: dict[str, bool] = {}
 
     def callees(self, inst: _Instruction) -> list[tuple[str, int]]:
         """(computation, times run per run of `inst`) of everything `inst` calls."""
@@ -70,10 +72,11 @@ class _Reader:
         return [(c, n) for c, n in out if c in self.computations]
 
     def flops(self, inst: _Instruction, by_name: dict) -> dict[str, float]:
-        """Matmul FLOPs by dtype of one instruction, inside what it calls included (of a
-        conditional, the branch that multiplies most: one branch runs)."""
+        """Matmul FLOPs by dtype of one instruction (`matmul_work`: a dot, or the same product
+        written as a multiply and a sum), inside what it calls included (of a conditional, the
+        branch that multiplies most: one branch runs)."""
         total: dict[str, float] = {}
-        own = dot_flops(inst, by_name)
+        own = matmul_work(inst, by_name)
         if own is not None:
             total[own[0]] = own[1]
         callees = self.callees(inst)
@@ -96,6 +99,21 @@ class _Reader:
             self._flops[comp] = total
         return self._flops[comp]
 
+    def unbounded(self, inst: _Instruction) -> bool:
+        """Does `inst` multiply in a loop whose trip count is unknown (itself one, or inside what
+        it calls)?"""
+        callees = self.callees(inst)
+        if inst.opcode == "while" and _TRIP.search(inst.attrs) is None and any(
+                any(self.computation_flops(c).values()) for c, _ in callees):
+            return True
+        return any(self.computation_unbounded(c) for c, _ in callees)
+
+    def computation_unbounded(self, comp: str) -> bool:
+        if comp not in self._unbounded:
+            self._unbounded[comp] = False  # a cycle (malformed text) adds nothing
+            self._unbounded[comp] = any(self.unbounded(i) for i in self.computations[comp])
+        return self._unbounded[comp]
+
     def collectives(self, inst: _Instruction) -> tuple[int, ...]:
         """The analysis's collectives that `inst` is, or runs inside what it calls."""
         own = () if inst.opcode.endswith("-done") or inst.name not in self.index else (self.index[inst.name],)
@@ -110,18 +128,25 @@ class _Reader:
     def stages(self, comp: str, runs: int | None, loop: str) -> list[Stage]:
         """The stages of one computation run `runs` times: its loops that communicate become
         stages of their own, the code around them stages of `loop` (a loop that only
-        computes is one instruction of that code, its matmuls counted for all iterations)."""
+        computes is one instruction of that code, its matmuls counted for all iterations,
+        unless its trip count is unknown: then it is a stage of its own, run an unknown
+        number of times, so that no rule counts its matmuls as done once)."""
         out: list[Stage] = []
         block: list[_Instruction] = []
         by_name = {i.name: i for i in self.computations[comp]}
         for inst in self.computations[comp]:
             body = next((c for k, c in _CALLS.findall(inst.attrs) if k == "body"), None)
-            if inst.opcode == "while" and body in self.computations and self.carried(body):
+            if inst.opcode == "while" and body in self.computations and (self.carried(body) or self.unbounded(inst)):
                 out += self.block_stage(block, by_name, runs, loop)
                 block = []
                 trip = _TRIP.search(inst.attrs)
                 inner = None if (runs is None or trip is None) else runs * int(trip.group(1))
                 out += self.stages(body, inner, inst.name)
+            elif inst.opcode == "call" and self.unbounded(inst):  # XLA:CPU wraps a small loop in a call
+                out += self.block_stage(block, by_name, runs, loop)
+                block = []
+                for callee, _ in self.callees(inst):
+                    out += self.stages(callee, runs, "")
             else:
                 block.append(inst)
         return out + self.block_stage(block, by_name, runs, loop)

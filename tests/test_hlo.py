@@ -444,6 +444,31 @@ def test_a_loop_says_what_each_run_leaves_for_the_next(mesh_2x4, wait):
     assert block > 0 and _alone_in_the_loop(loop, ring) == (block if wait else 0.0)
 
 
+def test_a_product_sent_in_its_own_step_runs_beside_the_last_send(mesh_2x4):
+    """The book's "permute the result as you accumulate it", rolled: acc = ppermute(acc +
+    product). The step's send needs its product, and the next run's send the carried sum, but
+    the product needs nothing the last run's send brought: it runs beside that send, as in the
+    same loop unrolled. Is it read as overlapped?"""
+    from assignments.rules import _alone_in_the_loop
+
+    def body(t, w):
+        n, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk = w.shape[1] // n
+
+        def step(s, acc):
+            acc = acc + t @ jax.lax.dynamic_slice_in_dim(w, ((idx + s + 1) % n) * chunk, chunk, axis=1)
+            return jax.lax.ppermute(acc, "Y", [(j, (j - 1) % n) for j in range(n)])
+
+        acc = jax.lax.pcast(jnp.zeros((t.shape[0], chunk), t.dtype), ("X", "Y"), to="varying")
+        return jax.lax.fori_loop(0, n - 1, step, acc) + t @ jax.lax.dynamic_slice_in_dim(w, idx * chunk, chunk, axis=1)
+
+    f = jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", "Y"))
+    a = compile_on(mesh_2x4, f, (np.ones((8, 16), np.float32), P("X", "Y")), (np.ones((16, 16), np.float32), P("Y", None)))
+    (loop,) = [s for s in a.stages if s.loop]
+    ring = [i for i, e in enumerate(loop.events) if e.collective >= 0]
+    assert any(e.collective < 0 for e in loop.events) and _alone_in_the_loop(loop, ring) == 0.0
+
+
 MOVED = MATMULS.split("%product")[0] + """ENTRY %main (s: f32[6,8,4], i: s32[], a: f32[6,8,4]) -> (f32[8,4], f32[8,4]) {
   %s = f32[6,8,4]{2,1,0} parameter(0)
   %i = s32[] parameter(1)
@@ -499,3 +524,93 @@ def test_every_pairwise_product_made_at_once_is_a_matmul_however_it_is_summed():
     scaled_only = OUTER.replace("tuple(%pairs, %scaled)", "tuple(%scaled, %scaled)").replace(
         "  %pairs = f32[6,8,4]{2,1,0} multiply(%ba, %tw)\n", "")
     assert work_from_text(scaled_only)[2] == 0
+
+
+def test_the_step_model_counts_a_multiply_and_a_sum_as_a_matmul():
+    """Block products written as a multiply and a sum (no dot) escaped the ring rules, whose
+    matmuls are the step model's. Are the dot (2 x 8 x 16 x 2) and the sum of a product in a
+    fusion (2 x 8 x 16 x 4, its multiply not counted again) the step model's matmuls, and the
+    sum of stacked results (no product under it) not?"""
+    from assignments.steps import stages_from_text
+
+    (stage,) = stages_from_text(MATMULS, ())
+    assert sorted(e.flops for e in stage.events) == [2 * 8 * 16 * 2, 2 * 8 * 16 * 4]
+
+
+def data_bound_loop(mesh):
+    """A ring of one permute, then nY block products in a while_loop whose bound the compiler
+    cannot know (nY plus isnan of an element: always nY)."""
+    def body(lhs, rhs):
+        n = jax.lax.axis_size("Y")
+        moved = jax.lax.ppermute(lhs, "Y", [(j, (j + 1) % n) for j in range(n)])
+        stop = n + jnp.isnan(lhs[0, 0]).astype(jnp.int32)
+        k0 = jax.lax.pcast(jnp.int32(0), ("X", "Y"), to="varying")
+        acc = jax.lax.pcast(jnp.zeros((lhs.shape[0], rhs.shape[1]), lhs.dtype), ("X", "Y"), to="varying")
+        def multiply(c):                  # block k of the product (not loop-invariant, so it stays in the loop)
+            k, acc = c
+            return k + 1, acc + moved @ jax.lax.dynamic_slice_in_dim(rhs, (k % n) * lhs.shape[1], lhs.shape[1], 0)
+
+        return jax.lax.while_loop(lambda c: c[0] < stop, multiply, (k0, acc))[1]
+
+    return jax.shard_map(body, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))
+
+
+def test_a_loop_that_multiplies_an_unknown_number_of_times_is_a_stage_of_unknown_runs(mesh_2x4):
+    """A compute-only loop counted as one run of its body hid every block product but one. Is
+    a while_loop with a data-dependent bound that multiplies a stage of its own, run an unknown
+    number of times, and does the ring rule refuse to count it, saying to use static bounds?"""
+    from assignments.contract import Case
+    from assignments.rules import MatmulsInTheRing
+
+    x = np.ones((16, 16), np.float32)
+    a = compile_on(mesh_2x4, data_bound_loop(mesh_2x4), (x, P("X", "Y")), (x, P(None, "Y")))
+    unknown = [s for s in a.stages if s.runs is None]
+    assert unknown and all(any(e.collective < 0 for e in s.events) for s in unknown)
+    [message] = MatmulsInTheRing("Y", 2 * 8 * 4 * 4, blocks=2).violations(a, Case((2, 4), {"B": 16}))
+    assert message.startswith("the program multiplies inside a loop whose trip count is not known at compile time")
+    assert "jax.lax.fori_loop with Python ints" in message
+
+
+def test_a_piece_made_in_a_loop_is_charged_every_run_of_it(mesh_2x4):
+    """The whole product made in a compute-only fori_loop (one rank-1 product per run), then
+    psum'd in halves: is each half charged every run of the loop (the whole 2 x 8 x 4 x 16
+    FLOPs), not nothing because the loop's body is another computation?"""
+    def body(a, w):
+        acc = jax.lax.pcast(jnp.zeros((a.shape[0], w.shape[1]), a.dtype), ("X", "Y"), to="varying")
+        whole = jax.lax.fori_loop(0, a.shape[1], lambda k, acc: acc + jax.lax.dynamic_slice_in_dim(a, k, 1, 1)
+                                  @ jax.lax.dynamic_slice_in_dim(w, k, 1, 0), acc)
+        return jnp.concatenate([jax.lax.psum(whole[:, :8], "Y"), jax.lax.psum(whole[:, 8:], "Y")], axis=1)
+
+    f = jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", None))
+    a = compile_on(mesh_2x4, f, (np.ones((16, 16), np.float32), P("X", "Y")), (np.ones((16, 16), np.float32), P("Y", None)))
+    needs = [n for c in a.of_kind("all-reduce") for n in c.matmul_needs]
+    assert needs and all(n == 2 * 8 * 4 * 16 for n in needs)
+
+
+def test_an_all_to_all_of_copies_of_one_value_is_a_gather(mesh_2x4):
+    """An all_to_all of a broadcast copy gives each device every device's value: is it marked as
+    copies (and refused where all-gathers are, saying why), while an all_to_all of distinct
+    blocks is not?"""
+    from assignments.contract import Case
+    from assignments.rules import Forbid
+
+    def gathered(x):
+        z = jnp.broadcast_to(x[None], (4,) + x.shape)
+        return jax.lax.all_to_all(z, "Y", 0, 0, tiled=True).reshape(-1, x.shape[1])
+
+    def scattered(x):
+        return jax.lax.all_to_all(x.reshape(4, -1, x.shape[1]), "Y", 0, 0, tiled=True).reshape(-1, x.shape[1])
+
+    x = np.arange(16 * 16, dtype=np.float32).reshape(16, 16)
+    copies = compile_on(mesh_2x4, jax.shard_map(gathered, mesh=mesh_2x4, in_specs=P("X", "Y"), out_specs=P("X", "Y")),
+                        (x, P("X", "Y")))
+    blocks = compile_on(mesh_2x4, jax.shard_map(scattered, mesh=mesh_2x4, in_specs=P("X", "Y"), out_specs=P("X", "Y")),
+                        (x, P("X", "Y")))
+    assert [c.copies for c in copies.of_kind("all-to-all")] == [True]
+    assert [c.copies for c in blocks.of_kind("all-to-all")] == [False]
+    rule, case = Forbid("all-gather"), Case((2, 4), {})
+    [message] = rule.violations(copies, case)
+    assert message.startswith("communication observed: all-to-all over Y of ") and \
+        "(an all-to-all whose blocks are all copies of one value sends every device that value, as an all-gather " \
+        "does, and counts as one); allowed: no all-gather" in message
+    assert rule.violations(blocks, case) == []

@@ -373,10 +373,12 @@ def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, 
         assert part.score < part.max_score
 
 
-@pytest.mark.parametrize("name", ["blocks_after_the_ring", "unrolled_ring_then_block_loop"])
+@pytest.mark.parametrize("name", ["blocks_after_the_ring", "unrolled_ring_then_block_loop",
+                                  "blocks_as_multiply_and_sum_outside_the_ring"])
 def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade, name):
     """A ring that only moves data (gathering A, or adding partial blocks all made before it),
-    with every block's product in a loop of its own before or after it: each dot one block's
+    with every block's product (a dot, or a multiply and a sum) in a loop of its own before or
+    after it: each product one block's
     size, values right, but the matmuls outside the ring exceed the first (or last) block's and
     one a partly unrolled loop may leave out, on every mesh with nY >= 3 (with nY = 2, where XLA
     inlines a one-step loop, as what each product waits for shows); a ring unrolled in
@@ -401,14 +403,16 @@ WHOLE_THEN_SPLIT = (r"one matmul in the program does [\d,]+ FLOPs per device at 
                     r"own\)\. The whole product is made before any piece of it is reduced, .*")
 MATMULS_THEN_SPLIT = (r"a piece of the reduction over Y is computed from [\d,]+ FLOPs of matmuls per device; allowed: "
                       r"at most [\d,]+ \(90% of the whole local product's .*\)\. The pieces are slices of one product "
-                      r"made whole first \(by more than one matmul\), .*")
+                      r"made whole first \(by more than one matmul, or in a loop\), .*")
 
 
 @pytest.mark.parametrize("name, message", [("whole_product_then_split", WHOLE_THEN_SPLIT),
-                                           ("whole_product_by_halves_of_d_then_split", MATMULS_THEN_SPLIT)])
+                                           ("whole_product_by_halves_of_d_then_split", MATMULS_THEN_SPLIT),
+                                           ("whole_product_in_a_loop_then_split", MATMULS_THEN_SPLIT)])
 def test_a_whole_product_reduced_in_pieces_overlaps_nothing(grade, name, message):
-    """allreduce_matmul that makes the whole partial product (in one matmul, or in two over
-    halves of the contracting dimension, added), then psums its pieces: pieces and the bytes of
+    """allreduce_matmul that makes the whole partial product (in one matmul, in two over halves
+    of the contracting dimension, added, or in a loop of its own, each run's work counted), then
+    psums its pieces: pieces and the bytes of
     one all-reduce, values right, but the rule lost on every mesh with nY >= 2, naming the
     matmul work a piece waits for and telling the student to multiply each piece just before its
     psum; on 8x1 (nothing to reduce) the rule holds. The solution's pieces, each its own
@@ -455,6 +459,68 @@ def test_a_ring_made_to_run_in_turn_overlaps_nothing(grade, name, function):
     assert part.score < part.max_score
 
 
+def test_a_sum_sent_in_its_own_step_of_a_rolled_loop_earns_full_marks(grade):
+    """The book's "permute the result as you accumulate it" in a rolled fori_loop: acc =
+    ppermute(acc + partial(block)), the last block added after the loop. Each product runs beside
+    the last step's send, as in the same loop unrolled: full marks on every mesh."""
+    part = grade("add_then_send_rolled", only=["reducescatter_matmul"]).part("reducescatter_matmul")
+    assert all(c.values_ok and c.rule_ok for c in part.cases), part.output
+    assert part.score == POINTS["reducescatter_matmul"]
+
+
+def test_block_products_in_a_loop_of_unknown_length_are_not_counted_once(grade):
+    """A ring that only moves data, every block's dot in a while_loop whose bound the compiler
+    cannot know (always nY): counted once, its dots looked like one block's work. Values right;
+    the rule lost on every mesh with a ring (nY >= 2), saying the loop's work cannot be counted
+    and to use static bounds."""
+    functions = ["allgather_matmul", "reducescatter_matmul"]
+    result = grade("blocks_in_a_loop_of_unknown_length", only=functions)
+    for function in functions:
+        part = result.part(function)
+        for c in part.cases:
+            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (function, c.case.label, c.problems)
+            if c.case.mesh[1] >= 2:
+                assert any(p.startswith("the program multiplies inside a loop whose trip count is not known at "
+                                        "compile time") and "jax.lax.fori_loop with Python ints" in p
+                           for p in c.problems), c.problems
+        assert part.score < part.max_score
+
+
+def test_a_whole_product_reduced_by_a_ring_of_permutes_overlaps_nothing(grade):
+    """allreduce_matmul that makes the whole partial product first, then all-reduces it with a
+    ring of permutes (reduce-scatter ring, then all-gather ring): a permute ring passes the split,
+    but its steps have no matmul left to overlap. Values right; the rule lost on every mesh with
+    a ring of 4 or more whose F the ring divides, naming the matmuls outside the ring. (F=18 on 4
+    leaves a psum of the rest, which can run beside the products; on rings of 3 here one half of
+    the product has a contracted size of 1, which XLA:CPU writes as a multiply, and what is left
+    is within the allowance of two blocks.)"""
+    part = grade("whole_product_then_permute_ring", only=["allreduce_matmul"]).part("allreduce_matmul")
+    for c in part.cases:
+        assert c.values_ok, (c.case.label, c.problems)
+        assert c.rule_ok or c.case.mesh[1] >= 2, (c.case.label, c.problems)
+        if c.case.mesh[1] >= 4 and c.case.sizes["F"] % c.case.mesh[1] == 0:
+            assert not c.rule_ok, c.case.label
+            assert any(re.match(r"the reduction over Y runs as a ring of collective-permutes, but the program does "
+                                r"[\d,]+ FLOPs of matmuls per device outside the ring, where no communication runs "
+                                r"beside them", p) for p in c.problems), (c.case.label, c.problems)
+    assert part.score < part.max_score
+
+
+def test_an_all_to_all_of_copies_is_an_all_gather(grade):
+    """allreduce_matmul that reduces each piece with an all_to_all and a local sum, then sends
+    the summed block back with an all_to_all of a broadcast copy of it (every block the same
+    value: an all-gather). Values right; the no-all-gather rule lost on every mesh with nY >= 2,
+    saying why the all-to-all counts as one."""
+    part = grade("gather_by_all_to_all", only=["allreduce_matmul"]).part("allreduce_matmul")
+    for c in part.cases:
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.problems)
+        if c.case.mesh[1] >= 2:
+            assert any(re.match(r"communication observed: all-to-all over Y of .* \(an all-to-all whose blocks are "
+                                r"all copies of one value sends every device that value, as an all-gather does, and "
+                                r"counts as one\); allowed: no all-gather", p) for p in c.problems), c.problems
+    assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem3 graded above?"""
     tested = {"unrolled_reverse_ring", "plain_jit", "psum_then_slice", "full_accumulators", "one_psum",
@@ -465,7 +531,9 @@ def test_every_corpus_file_is_tested():
               "whole_product_by_halves_of_d_then_split",
               "gather_then_flipped_multiply_and_sum", "reducescatter_flipped_whole_product",
               "all_blocks_in_the_first_step", "send_waits_for_the_product", "product_waits_for_the_block",
-              "gather_then_outer_product_summed_by_scatter"}
+              "gather_then_outer_product_summed_by_scatter", "add_then_send_rolled",
+              "blocks_as_multiply_and_sum_outside_the_ring", "blocks_in_a_loop_of_unknown_length",
+              "whole_product_in_a_loop_then_split", "whole_product_then_permute_ring", "gather_by_all_to_all"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 
 

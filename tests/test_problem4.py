@@ -346,10 +346,15 @@ def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, 
     ("blocks_outside_the_rings", "reducescatter_matmul_bidirectional", {3, 4, 5, 8}),
     ("blocks_outside_the_rings", "allgather_matmul_bidirectional", {3, 4, 5, 8}),
     # unrolled, on an odd ring the products left outside stay within the allowance of two blocks
-    ("unrolled_rings_then_block_loop", "allgather_matmul_bidirectional", {4, 8})])
+    ("unrolled_rings_then_block_loop", "allgather_matmul_bidirectional", {4, 8}),
+    # the same products written as a multiply and a sum (no dot)
+    ("blocks_as_multiply_and_sum_outside_the_rings", "allreduce_matmul_bidirectional", {3, 4, 5, 8}),
+    ("blocks_as_multiply_and_sum_outside_the_rings", "reducescatter_matmul_bidirectional", {3, 4, 5, 8}),
+    ("blocks_as_multiply_and_sum_outside_the_rings", "allgather_matmul_bidirectional", {3, 4, 5, 8})])
 def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade, name, function, lost_on):
-    """Rings both ways that carry data only: every half-block's product made in a loop of its own
-    before the rings start, or after they end. Each dot at most one block's size, halves and
+    """Rings both ways that carry data only: every half-block's product (a dot, or a multiply and a
+    sum) made in a loop of its own before the rings start, or after they end. Each product at
+    most one block's size, halves and
     directions right, values right; the rule lost on every mesh with nY >= 3 (unrolled, on the
     even ones), naming the matmuls outside the ring."""
     part = grade(name, only=[function]).part(function)
@@ -361,6 +366,21 @@ def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade, name, func
     assert part.score < part.max_score
 
 
+@pytest.mark.parametrize("function", ["reducescatter_matmul_bidirectional", "allgather_matmul_bidirectional"])
+def test_block_products_in_a_loop_of_unknown_length_are_not_counted_once(grade, function):
+    """Rings both ways that carry data only, every block's dot in a while_loop whose bound the
+    compiler cannot know (always nY): counted once, its dots looked like one block's work. Values
+    right; the rule lost on every mesh with a ring (nY >= 2), saying the loop's work cannot be
+    counted and to use static bounds."""
+    part = grade("blocks_in_a_loop_of_unknown_length", only=[function]).part(function)
+    for c in part.cases:
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.problems)
+        if c.case.mesh[1] >= 2:
+            assert any(p.startswith("the program multiplies inside a loop whose trip count is not known at compile "
+                                    "time") for p in c.problems), c.problems
+    assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem4 graded above?"""
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
@@ -368,4 +388,5 @@ def test_every_corpus_file_is_tested():
         "phases_one_way_each", "unrolled_both_ways", "pad_odd_halves", "even_halves_only", "ring_jumps",
         "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds", "rings_inside_one_cond",
         "gather_then_matmul", "whole_product_before_the_rings", "blocks_outside_the_rings",
-        "unrolled_rings_then_block_loop", "allreduce_whole_product_before_the_rings"}
+        "unrolled_rings_then_block_loop", "allreduce_whole_product_before_the_rings",
+        "blocks_as_multiply_and_sum_outside_the_rings", "blocks_in_a_loop_of_unknown_length"}

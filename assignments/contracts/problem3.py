@@ -49,9 +49,15 @@ def in_the_ring(rings: int = 1) -> MatmulsInTheRing:
 
 PIECE_BY_PIECE = PiecesMultipliedApart(
     "Y", lambda s: int(UNEVEN * 2 * (s["B"] // s["nX"]) * (s["D"] // s["nY"]) * s["F"]),
-    f"{UNEVEN:.0%} of the whole local product's 2(B/nX)(D/nY)F FLOPs, so that each piece is multiplied on its own")
+    f"{UNEVEN:.0%} of the whole local product's 2(B/nX)(D/nY)F FLOPs, so that each piece is multiplied on its own",
+    ring=MatmulsInTheRing("Y", lambda s: 2 * (s["B"] // s["nX"]) * (s["D"] // s["nY"]) * -(-s["F"] // s["nY"]),
+                          blocks=2, what="2 ring steps' block products of 2(B/nX)(D/nY)(F/nY) FLOPs (F/nY rounded "
+                                         "up): the first block's, and one step a partly unrolled loop may leave "
+                                         "outside it"))
 """A split reduction overlaps the matmul only if each piece is multiplied on its own: the
-whole product sliced into pieces after it is made has nothing left to overlap."""
+whole product sliced into pieces after it is made has nothing left to overlap. Run as a ring
+of permutes, each step's block is multiplied in the step that sends it, as the reduce-scatter
+ring of reducescatter_matmul does."""
 
 
 def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
