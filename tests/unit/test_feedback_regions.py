@@ -2,12 +2,10 @@
 locked cells lose their hidden tests and mark schemes; a student's own text is left as written."""
 from __future__ import annotations
 
-import nbformat
-
-from graders.preprocessors import ClearHiddenTestsInReleasedCells, ClearMarkSchemeInReleasedCells
-
 
 def cell(kind, source, **nbgrader):
+    import nbformat
+
     made = nbformat.v4.new_code_cell(source) if kind == "code" else nbformat.v4.new_markdown_cell(source)
     if nbgrader:
         made.metadata["nbgrader"] = {"schema_version": 3, "grade": False, "solution": False, "locked": False,
@@ -20,6 +18,12 @@ def test_a_students_delimiters_cannot_fail_their_feedback_and_the_courses_region
     while a written answer with an unclosed mark scheme and a markdown cell of the student's
     holding a hidden-tests region (each failed nbgrader's feedback for that student) pass
     through as written?"""
+    # Imported here, not at the top: nbgrader's and nbformat's imports (about 1 s) would be
+    # paid by every xdist worker of the fast tier when it collects this module.
+    import nbformat
+
+    from graders.preprocessors import ClearHiddenTestsInReleasedCells, ClearMarkSchemeInReleasedCells
+
     test = cell("code", "check(f)\n### BEGIN HIDDEN TESTS\nsecret_test()\n### END HIDDEN TESTS\n",
                 grade=True, locked=True, points=2, grade_id="f")
     rubric = cell("markdown", "Rubric\n### BEGIN MARK SCHEME\nfull marks if ...\n### END MARK SCHEME\n",
