@@ -431,10 +431,9 @@ def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
         names = ", ".join(sorted(o.removeprefix("stablehlo.") for o in outside))
         return [f"{part.name} must do its work inside its shard_map, but jax.jit computes around it ({names} "
                 f"outside the shard_map): a shard_map that passes its input through, declares each "
-                f"device's own block replicated (out_specs=P() with check_vma=False and no psum over the axes it is "
-                f"split over), or whose "
-                f"result is thrown away, leaves the work to jax.jit. Sum (and multiply) each device's own "
-                f"block inside the shard_map."]
+                f"device's own block replicated (out_specs=P() with check_vma=False and no psum over the "
+                f"axes it is split over), or whose result is thrown away, leaves the work to jax.jit. Sum "
+                f"(and multiply) each device's own block inside the shard_map."]
     names = [a.name for a in part.args]
     # One reading of the program's collectives serves both checks below; the tokens' check
     # reads it in pieces of one token's row at least (`_row_elements`).
