@@ -880,6 +880,46 @@ def _written_values(inst: _Instruction) -> tuple[ArrayShape, ...]:
     return shapes
 
 
+def _rounds_in_pieces(insts: list[_Instruction]) -> list[Value]:
+    """All-to-alls of one computation that send pieces of one array: the same type and the same
+    dimensions but the last, none computed from another, so that all are in flight at once (a
+    round's tokens split along D into several all-to-alls). Each such set is one value, its
+    pieces joined along the last dimension, as `_written_values` joins one all-to-all's blocks."""
+    sent = [(inst, _written_values(inst)[0]) for inst in insts
+            if inst.opcode == "all-to-all" and len(_written_values(inst)) == 1 and _written_values(inst)[0].dims]
+    if len(sent) < 2:
+        return []
+    by_name = {i.name: i for i in insts}
+    names = {inst.name for inst, _ in sent}
+
+    def sources(inst: _Instruction) -> set[str]:
+        """The all-to-alls of `sent` that `inst` is computed from."""
+        found, seen, stack = set(), set(), list(inst.operands)
+        while stack:
+            name = stack.pop()
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            if name in names:
+                found.add(name)
+            stack += by_name[name].operands
+        return found
+
+    groups: list[list[tuple[_Instruction, ArrayShape, set[str]]]] = []
+    for inst, shape in sent:
+        needs = sources(inst)
+        group = next((g for g in groups if g[0][1].dtype == shape.dtype and g[0][1].dims[:-1] == shape.dims[:-1]
+                      and not any(other.name in needs or inst.name in other_needs for other, _, other_needs in g)),
+                     None)
+        if group is None:
+            groups.append([(inst, shape, needs)])
+        else:
+            group.append((inst, shape, needs))
+    return [Value("+".join(inst.name for inst, _, _ in g),
+                  ArrayShape(g[0][1].dtype, g[0][1].dims[:-1] + (sum(s.dims[-1] for _, s, _ in g),)), "all-to-all")
+            for g in groups if len(g) >= 2]
+
+
 def values_from_text(text: str, top: int = 10) -> list[Value]:
     """The largest values computed outside fusion bodies (parameters excluded)."""
     computations, entry = _parse_module(text)
@@ -893,6 +933,7 @@ def values_from_text(text: str, top: int = 10) -> list[Value]:
                 continue
             for shape in _written_values(inst):
                 values.append(Value(inst.name, shape, inst.opcode))
+        values += _rounds_in_pieces(insts)
     # Ranked as the memory rules measure them (`values_at_least`), so that no value those rules
     # would flag is pushed out of the top by values they would not.
     values.sort(key=lambda v: -v.shape.size)

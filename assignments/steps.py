@@ -30,7 +30,8 @@ import dataclasses
 import re
 
 from .hlo import (_BRANCHES, _CALLS, _TRIP, Collective, Event, ProgramAnalysis, Stage, _Instruction,
-                  _parse_module, matmul_work)
+                  _parse_module, matmul_work, outer_product_flops, sum_of_products,
+                  summed_multiplies)
 
 _INDEX = re.compile(r"\bindex=(\d+)")
 
@@ -53,6 +54,7 @@ class _Reader:
         self._carried: dict[str, tuple[int, ...]] = {}
         self._callees: dict[str, list[tuple[str, int]]] = {}
         self._unbounded: dict[str, bool] = {}
+        self._outer: dict[str, dict[str, float]] = {}
 
     def callees(self, inst: _Instruction) -> list[tuple[str, int]]:
         """(computation, times run per run of `inst`) of everything `inst` calls."""
@@ -80,6 +82,10 @@ class _Reader:
         if own is not None:
             total[own[0]] = own[1]
         callees = self.callees(inst)
+        if inst.opcode == "while":
+            for callee, times in callees:
+                for dtype, f in self.outer_products(callee).items():
+                    total[dtype] = total.get(dtype, 0.0) + f * times
         if inst.opcode == "conditional" and callees:
             callees = [max(callees, key=lambda c: sum(self.computation_flops(c[0]).values()))]
         for callee, times in callees:
@@ -98,6 +104,43 @@ class _Reader:
                     total[dtype] = total.get(dtype, 0.0) + f
             self._flops[comp] = total
         return self._flops[comp]
+
+    def outer_products(self, comp: str) -> dict[str, float]:
+        """FLOPs by dtype of the outer products (`outer_product_flops`: a multiply of two
+        broadcasts) in a loop's body, inside what it calls included, its own loops' times their
+        trip counts: a product made by rank-1 updates, one per run of the loop. Counted only in
+        loops: unrolled, XLA:CPU fuses a step's rank-1 product (a dot whose contracted size is 1)
+        into the next step's elementwise chain (`matmul_work`), but no fusion crosses a loop's
+        runs. Not the multiplies a sum of products takes (`matmul_work` counts those)."""
+        if comp not in self._outer:
+            self._outer[comp] = {}  # a cycle (malformed text) counts nothing
+            insts = self.computations[comp]
+            by_name = {i.name: i for i in insts}
+            summed = {m for i in insts if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
+            total: dict[str, float] = {}
+            for inst in insts:
+                if inst.name not in summed and (f := outer_product_flops(inst, by_name)) > 0:
+                    total[inst.shapes[0].dtype] = total.get(inst.shapes[0].dtype, 0.0) + f
+                for callee, times in self.callees(inst):
+                    for dtype, g in self.outer_products(callee).items():
+                        total[dtype] = total.get(dtype, 0.0) + g * times
+            self._outer[comp] = total
+        return self._outer[comp]
+
+    def straight_outer_products(self, block: list[_Instruction], by_name: dict) -> list[Event]:
+        """The outer products (`outer_products`) of straight-line code that runs no collective,
+        as matmuls that need nothing: there no step's chain can have fused them, and a product
+        made by rank-1 updates unrolled there is made where nothing communicates."""
+        summed = {m for i in block if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
+        total: dict[str, float] = {}
+        for inst in block:
+            if inst.name not in summed and (f := outer_product_flops(inst, by_name)) > 0:
+                total[inst.shapes[0].dtype] = total.get(inst.shapes[0].dtype, 0.0) + f
+            if inst.opcode == "fusion":  # (a loop's are its matmuls already: `flops`)
+                for callee, times in self.callees(inst):
+                    for dtype, g in self.outer_products(callee).items():
+                        total[dtype] = total.get(dtype, 0.0) + g * times
+        return [Event(flops=f, dtype=dtype) for dtype, f in total.items()]
 
     def unbounded(self, inst: _Instruction) -> bool:
         """Does `inst` multiply in a loop whose trip count is unknown (itself one, or inside what
@@ -158,6 +201,8 @@ class _Reader:
         events: list[Event] = []
         needs: list[set[int]] = []          # every earlier event each event needs, transitively
         reach = self._walk(block, by_name, set(), events, needs, carry=bool(loop))
+        if not loop and all(e.collective < 0 for e in events):
+            events += self.straight_outer_products(block, by_name)
         carried: tuple[tuple[int, ...], ...] = ()
         root = block[-1] if loop and block else None
         if root is not None:

@@ -129,6 +129,36 @@ def test_an_all_to_all_is_one_value_and_a_combined_all_reduce_is_not(mesh_2x4):
     assert pieces == {(8, 4), (8, 2)}
 
 
+def test_all_to_alls_in_flight_together_are_one_round(mesh_2x4):
+    """Two all_to_alls that send the halves of one [2, 16, 8] round along its last dimension,
+    neither computed from the other: one value of [2, 16, 8], as the round would be. A second
+    all_to_all computed from the first (results sent back after a product), or of another
+    shape, stays a value of its own."""
+    def halves(b):
+        r = b.reshape(2, 16, 8)
+        return jnp.concatenate([jax.lax.all_to_all(r[..., :4], "X", 0, 0),
+                                jax.lax.all_to_all(r[..., 4:], "X", 0, 0)], axis=-1).reshape(b.shape)
+
+    def there_and_back(b):
+        got = jax.lax.all_to_all(b.reshape(2, 16, 4), "X", 0, 0)
+        return jax.lax.all_to_all(jnp.tanh(got) * 2, "X", 0, 0).reshape(b.shape)
+
+    def another_shape(b):
+        r = b.reshape(2, 16, 4)
+        return (jax.lax.all_to_all(r, "X", 0, 0).reshape(b.shape)
+                + jax.lax.all_to_all(r.reshape(2, 8, 8), "X", 0, 0).reshape(b.shape))
+
+    shapes = {}
+    for name, body, rows in (("halves", halves, 32), ("there_and_back", there_and_back, 16),
+                             ("another_shape", another_shape, 16)):
+        f = jax.shard_map(body, mesh=mesh_2x4, in_specs=P("X", "Y"), out_specs=P("X", "Y"))
+        a = compile_on(mesh_2x4, f, (np.ones((2 * rows, 32), np.float32), P("X", "Y")))
+        shapes[name] = sorted(v.shape.dims for v in a.largest_values if v.opcode == "all-to-all")
+    assert (2, 16, 8) in shapes["halves"], shapes
+    assert shapes["there_and_back"] == [(2, 16, 4), (2, 16, 4)], shapes
+    assert shapes["another_shape"] == [(2, 8, 8), (2, 16, 4)], shapes
+
+
 def test_trivial_axis_is_not_communication():
     """Is a psum over an axis of size 1 left out (nothing moves)?"""
     mesh = jax.make_mesh((8, 1), AXES, axis_types=(jax.sharding.AxisType.Auto,) * 2)

@@ -285,16 +285,18 @@ def test_one_round_for_all_tokens_breaks_the_activation_rule(grade):
                      part.output)
 
 
-def test_one_round_for_all_tokens_in_blocks_breaks_the_activation_rule(grade):
+@pytest.mark.parametrize("file", ["one_big_round_in_pieces", "one_big_round_split_along_d"])
+def test_one_round_for_all_tokens_in_blocks_breaks_the_activation_rule(grade, file):
     """The same round written as nX blocks of [1, S/nX, D], concatenated only to enter the
-    all_to_all (XLA:CPU passes them as one operand per device): the all-to-all's blocks are
-    the round's one buffer, S*D elements, so the rule is lost on nX >= 2 and the message names
-    the round."""
-    part = grade("one_big_round_in_pieces", only=["moe_all_to_all"]).part("moe_all_to_all")
+    all_to_all (XLA:CPU passes them as one operand per device), or split along D and F into
+    two all_to_alls each, in flight at once: the all-to-all's blocks, or the pieces together,
+    are the round's one buffer, S*D elements, so the rule is lost on nX >= 2 and the message
+    names the round."""
+    part = grade(file, only=["moe_all_to_all"]).part("moe_all_to_all")
     for c in part.cases:
         assert c.values_ok
         assert c.rule_ok == (c.case.mesh[0] == 1), (c.case.label, c.problems)
-    assert re.search(r"the program computes all-to-all[.\w]* = f32\[\d+,\d+,\d+\] \([\d,]+ elements\).* "
+    assert re.search(r"the program computes all-to-all[.\w+\-]* = f32\[\d+,\d+,\d+\] \([\d,]+ elements\).* "
                      r"is one round's buffer: \d+ pairs for each of the \d+ rows, room for \d+ tokens, as many as "
                      r"all S = \d+", part.output)
 
@@ -887,7 +889,7 @@ def test_visible_checks_meet_the_fragile_designs():
         assert not failed.passed and any(words in p for p in failed.problems), (file, name, failed.problems)
 
 
-TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "one_big_round_in_pieces", "topk_sum",
+TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "one_big_round_in_pieces", "one_big_round_split_along_d", "topk_sum",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",

@@ -506,6 +506,23 @@ def test_a_whole_product_reduced_by_a_ring_of_permutes_overlaps_nothing(grade):
     assert part.score < part.max_score
 
 
+def test_a_whole_product_made_by_rank1_updates_apart_from_the_ring_overlaps_nothing(grade):
+    """Rings that only move data, the whole product made apart from them in a fori_loop of
+    rank-1 updates (a multiply of two broadcasts per run, no dot): values right; the rule lost on
+    every mesh with a ring of 3 or more (on 2 the allowance of two blocks is the whole product),
+    naming the matmuls outside the ring."""
+    functions = ["allgather_matmul", "reducescatter_matmul"]
+    result = grade("whole_product_by_rank1_updates_outside_the_ring", only=functions)
+    for function in functions:
+        part = result.part(function)
+        for c in part.cases:
+            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (function, c.case.label, c.problems)
+            if c.case.mesh[1] >= 3:
+                assert any(re.match(r"the program does [\d,]+ FLOPs of matmuls per device outside the ring", p)
+                           for p in c.problems), c.problems
+        assert part.score < part.max_score
+
+
 def test_an_all_to_all_of_copies_is_an_all_gather(grade):
     """allreduce_matmul that reduces each piece with an all_to_all and a local sum, then sends
     the summed block back with an all_to_all of a broadcast copy of it (every block the same
@@ -533,7 +550,8 @@ def test_every_corpus_file_is_tested():
               "all_blocks_in_the_first_step", "send_waits_for_the_product", "product_waits_for_the_block",
               "gather_then_outer_product_summed_by_scatter", "add_then_send_rolled",
               "blocks_as_multiply_and_sum_outside_the_ring", "blocks_in_a_loop_of_unknown_length",
-              "whole_product_in_a_loop_then_split", "whole_product_then_permute_ring", "gather_by_all_to_all"}
+              "whole_product_in_a_loop_then_split", "whole_product_then_permute_ring", "gather_by_all_to_all",
+              "whole_product_by_rank1_updates_outside_the_ring"}
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == tested
 
 

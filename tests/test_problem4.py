@@ -381,6 +381,26 @@ def test_block_products_in_a_loop_of_unknown_length_are_not_counted_once(grade, 
     assert part.score < part.max_score
 
 
+def test_whole_products_made_by_rank1_updates_apart_from_the_rings_overlap_nothing(grade):
+    """Rings both ways that only move data, every product made apart from them by rank-1
+    updates (a fori_loop of multiplies of two broadcasts; XLA unrolls the short ones into
+    straight-line code that runs no collective): values right everywhere; the rule lost on both
+    2x4 cases of every function, and on 1x8 where the unrolled products sit before the rings or
+    after them, naming the matmuls outside the ring."""
+    functions = ["reducescatter_matmul_bidirectional", "allreduce_matmul_bidirectional",
+                 "allgather_matmul_bidirectional"]
+    result = grade("whole_products_by_rank1_updates_outside_the_rings", only=functions)
+    for function in functions:
+        part = result.part(function)
+        lost_on = [(2, 4)] + ([(1, 8)] if function != "allreduce_matmul_bidirectional" else [])
+        for c in part.cases:
+            assert c.values_ok and (c.rule_ok or c.case.mesh[1] >= 3), (function, c.case.label, c.problems)
+            if tuple(c.case.mesh) in lost_on:
+                assert not c.rule_ok, (function, c.case.label)
+                assert "FLOPs of matmuls per device outside the ring" in "; ".join(c.problems), c.problems
+        assert part.score < part.max_score
+
+
 def test_every_corpus_file_is_tested():
     """Is every submission in tests/submissions/problem4 graded above?"""
     assert {f[:-3] for f in os.listdir(CORPUS) if f.endswith(".py")} == {
@@ -389,4 +409,5 @@ def test_every_corpus_file_is_tested():
         "dead_branch_other_way", "direction_chosen_by_cond", "steps_inside_conds", "rings_inside_one_cond",
         "gather_then_matmul", "whole_product_before_the_rings", "blocks_outside_the_rings",
         "unrolled_rings_then_block_loop", "allreduce_whole_product_before_the_rings",
-        "blocks_as_multiply_and_sum_outside_the_rings", "blocks_in_a_loop_of_unknown_length"}
+        "blocks_as_multiply_and_sum_outside_the_rings", "blocks_in_a_loop_of_unknown_length",
+        "whole_products_by_rank1_updates_outside_the_rings"}
