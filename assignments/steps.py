@@ -5,8 +5,9 @@ walked in execution order (a compiled module is scheduled, so the text order wit
 computation is the order it runs in). Each loop whose body communicates becomes a `Stage`
 run once per iteration; the straight-line code before, between and after such loops becomes
 stages of its own (a loop that only computes counts there as one matmul of all its
-iterations; one whose trip count is unknown is a stage of its own, run an unknown number of
-times). A loop that communicates inside another one is a stage of its own too, run as
+iterations, its rank-1 updates, a multiply of two broadcasts, included; one whose trip count
+is unknown is a stage of its own, run an unknown number of times). Straight-line code that
+runs no collective counts its rank-1 updates as matmuls too. A loop that communicates inside another one is a stage of its own too, run as
 often as both loops together run. A stage lists its collectives and matmuls (`Event`) and,
 for each, which earlier ones it needs (data flow inside one run of the stage; the branches of
 a conditional that communicates are read as if written in its place, so that their permutes
@@ -115,32 +116,29 @@ class _Reader:
         if comp not in self._outer:
             self._outer[comp] = {}  # a cycle (malformed text) counts nothing
             insts = self.computations[comp]
-            by_name = {i.name: i for i in insts}
-            summed = {m for i in insts if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
-            total: dict[str, float] = {}
-            for inst in insts:
-                if inst.name not in summed and (f := outer_product_flops(inst, by_name)) > 0:
-                    total[inst.shapes[0].dtype] = total.get(inst.shapes[0].dtype, 0.0) + f
-                for callee, times in self.callees(inst):
-                    for dtype, g in self.outer_products(callee).items():
-                        total[dtype] = total.get(dtype, 0.0) + g * times
-            self._outer[comp] = total
+            self._outer[comp] = self._outer_in(insts, {i.name: i for i in insts}, fusions_only=False)
         return self._outer[comp]
 
     def straight_outer_products(self, block: list[_Instruction], by_name: dict) -> list[Event]:
         """The outer products (`outer_products`) of straight-line code that runs no collective,
         as matmuls that need nothing: there no step's chain can have fused them, and a product
         made by rank-1 updates unrolled there is made where nothing communicates."""
-        summed = {m for i in block if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
+        return [Event(flops=f, dtype=dtype) for dtype, f in self._outer_in(block, by_name, fusions_only=True).items()]
+
+    def _outer_in(self, insts: list[_Instruction], by_name: dict, fusions_only: bool) -> dict[str, float]:
+        """Outer-product FLOPs by dtype of `insts` and of what they call (only their fusions'
+        bodies when `fusions_only`: a loop's outer products are its matmuls already, `flops`)."""
+        summed = {m for i in insts if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
         total: dict[str, float] = {}
-        for inst in block:
+        for inst in insts:
             if inst.name not in summed and (f := outer_product_flops(inst, by_name)) > 0:
                 total[inst.shapes[0].dtype] = total.get(inst.shapes[0].dtype, 0.0) + f
-            if inst.opcode == "fusion":  # (a loop's are its matmuls already: `flops`)
-                for callee, times in self.callees(inst):
-                    for dtype, g in self.outer_products(callee).items():
-                        total[dtype] = total.get(dtype, 0.0) + g * times
-        return [Event(flops=f, dtype=dtype) for dtype, f in total.items()]
+            if fusions_only and inst.opcode != "fusion":
+                continue
+            for callee, times in self.callees(inst):
+                for dtype, g in self.outer_products(callee).items():
+                    total[dtype] = total.get(dtype, 0.0) + g * times
+        return total
 
     def unbounded(self, inst: _Instruction) -> bool:
         """Does `inst` multiply in a loop whose trip count is unknown (itself one, or inside what
