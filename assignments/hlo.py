@@ -881,10 +881,12 @@ def _written_values(inst: _Instruction) -> tuple[ArrayShape, ...]:
 
 
 def _rounds_in_pieces(insts: list[_Instruction]) -> list[Value]:
-    """All-to-alls of one computation that send pieces of one array: the same type and the same
-    dimensions but the last, none computed from another, so that all are in flight at once (a
-    round's tokens split along D into several all-to-alls). Each such set is one value, its
-    pieces joined along the last dimension, as `_written_values` joins one all-to-all's blocks."""
+    """All-to-alls of one computation none of which is computed from another: all are in flight
+    at once, so together they are one round's buffer (a round's tokens split along D, or sent in
+    pieces of other shapes or types, is still the round). Each such set is one value: its pieces
+    joined along the last dimension where they share a type and all other dimensions (as
+    `_written_values` joins one all-to-all's blocks), and, where their shapes or types differ,
+    all of them as one float32 array as large as their sizes together (`ArrayShape.size`)."""
     sent = [(inst, _written_values(inst)[0]) for inst in insts
             if inst.opcode == "all-to-all" and len(_written_values(inst)) == 1 and _written_values(inst)[0].dims]
     if len(sent) < 2:
@@ -908,16 +910,25 @@ def _rounds_in_pieces(insts: list[_Instruction]) -> list[Value]:
     groups: list[list[tuple[_Instruction, ArrayShape, set[str]]]] = []
     for inst, shape in sent:
         needs = sources(inst)
-        group = next((g for g in groups if g[0][1].dtype == shape.dtype and g[0][1].dims[:-1] == shape.dims[:-1]
-                      and not any(other.name in needs or inst.name in other_needs for other, _, other_needs in g)),
-                     None)
+        group = next((g for g in groups if not any(other.name in needs or inst.name in other_needs
+                                                   for other, _, other_needs in g)), None)
         if group is None:
             groups.append([(inst, shape, needs)])
         else:
             group.append((inst, shape, needs))
-    return [Value("+".join(inst.name for inst, _, _ in g),
-                  ArrayShape(g[0][1].dtype, g[0][1].dims[:-1] + (sum(s.dims[-1] for _, s, _ in g),)), "all-to-all")
-            for g in groups if len(g) >= 2]
+    joined = []
+    for g in (g for g in groups if len(g) >= 2):
+        kinds: dict[tuple, list[tuple[_Instruction, ArrayShape]]] = defaultdict(list)
+        for inst, shape, _ in g:
+            kinds[(shape.dtype, shape.dims[:-1])].append((inst, shape))
+        for (dtype, dims), pieces in kinds.items():
+            if len(pieces) >= 2:
+                joined.append(Value("+".join(inst.name for inst, _ in pieces),
+                                    ArrayShape(dtype, dims + (sum(s.dims[-1] for _, s in pieces),)), "all-to-all"))
+        if len(kinds) >= 2:
+            joined.append(Value("+".join(inst.name for inst, _, _ in g),
+                                ArrayShape("f32", (sum(s.size for _, s, _ in g),)), "all-to-all"))
+    return joined
 
 
 def values_from_text(text: str, top: int = 10) -> list[Value]:

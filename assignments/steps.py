@@ -6,8 +6,8 @@ computation is the order it runs in). Each loop whose body communicates becomes 
 run once per iteration; the straight-line code before, between and after such loops becomes
 stages of its own (a loop that only computes counts there as one matmul of all its
 iterations, its rank-1 updates, a multiply of two broadcasts, included; one whose trip count
-is unknown is a stage of its own, run an unknown number of times). Straight-line code that
-runs no collective counts its rank-1 updates as matmuls too. A loop that communicates inside another one is a stage of its own too, run as
+is unknown is a stage of its own, run an unknown number of times). A loop's body, and
+straight-line code that runs no collective, count their rank-1 updates as matmuls too. A loop that communicates inside another one is a stage of its own too, run as
 often as both loops together run. A stage lists its collectives and matmuls (`Event`) and,
 for each, which earlier ones it needs (data flow inside one run of the stage; the branches of
 a conditional that communicates are read as if written in its place, so that their permutes
@@ -145,7 +145,7 @@ class _Reader:
         it calls)?"""
         callees = self.callees(inst)
         if inst.opcode == "while" and _TRIP.search(inst.attrs) is None and any(
-                any(self.computation_flops(c).values()) for c, _ in callees):
+                any(self.computation_flops(c).values()) or any(self.outer_products(c).values()) for c, _ in callees):
             return True
         return any(self.computation_unbounded(c) for c, _ in callees)
 
@@ -250,6 +250,9 @@ class _Reader:
                 new = [Event(collective=i, after=after, reads=reads) for i in self.collectives(inst)]
                 new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
                         for dtype, f in self.flops(inst, by_name).items() if f > 0]
+                if carry:  # a loop's body: its rank-1 updates are its matmuls too (`outer_products`)
+                    new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
+                            for dtype, f in self._outer_in([inst], by_name, fusions_only=True).items() if f > 0]
                 for event in new:
                     events.append(event)
                     needs.append(earlier)

@@ -285,20 +285,29 @@ def test_one_round_for_all_tokens_breaks_the_activation_rule(grade):
                      part.output)
 
 
-@pytest.mark.parametrize("file", ["one_big_round_in_pieces", "one_big_round_split_along_d"])
-def test_one_round_for_all_tokens_in_blocks_breaks_the_activation_rule(grade, file):
+ONE_ROUND = (r"is one round's buffer: \d+ pairs for each of the \d+ rows, room for \d+ tokens, as many as "
+             r"all S = \d+")
+
+
+@pytest.mark.parametrize("file, named", [
+    ("one_big_round_in_pieces", r"all-to-all[.\w]* = f32\[\d+,\d+,\d+\] \([\d,]+ elements\).* " + ONE_ROUND),
+    ("one_big_round_split_along_d", r"all-to-all[.\d]+\+all-to-all[.\d]+ = f32\[\d+,\d+,\d+\] \([\d,]+ elements\).* "
+                                    r"2 all_to_alls in flight at once, none waiting for another, hold f32\[\d+,\d+,\d+\] "
+                                    r"together: f32\[\d+,\d+,\d+\] " + ONE_ROUND),
+    ("one_big_round_split_across_types", r"all-to-all[.\d]+(\+all-to-all[.\d]+)+ = f32\[\d+\] \([\d,]+ elements\).* "
+                                         r"\d all_to_alls in flight at once, none waiting for another, hold f32\[\d+\] "
+                                         r"together: send tokens in fixed-size chunks")])
+def test_one_round_for_all_tokens_in_blocks_breaks_the_activation_rule(grade, file, named):
     """The same round written as nX blocks of [1, S/nX, D], concatenated only to enter the
     all_to_all (XLA:CPU passes them as one operand per device), or split along D and F into
-    two all_to_alls each, in flight at once: the all-to-all's blocks, or the pieces together,
-    are the round's one buffer, S*D elements, so the rule is lost on nX >= 2 and the message
-    names the round."""
+    two all_to_alls each, or into pieces of two types (half bitcast to int32), in flight at
+    once: the all-to-all's blocks, or the pieces together, are the round's one buffer, S*D
+    elements, so the rule is lost on nX >= 2 and the message names the round."""
     part = grade(file, only=["moe_all_to_all"]).part("moe_all_to_all")
     for c in part.cases:
         assert c.values_ok
         assert c.rule_ok == (c.case.mesh[0] == 1), (c.case.label, c.problems)
-    assert re.search(r"the program computes all-to-all[.\w+\-]* = f32\[\d+,\d+,\d+\] \([\d,]+ elements\).* "
-                     r"is one round's buffer: \d+ pairs for each of the \d+ rows, room for \d+ tokens, as many as "
-                     r"all S = \d+", part.output)
+    assert re.search(r"the program computes (.*, )?" + named, part.output), part.output
 
 
 def test_topk_that_sums_fails_every_k_above_one(grade):
@@ -889,7 +898,8 @@ def test_visible_checks_meet_the_fragile_designs():
         assert not failed.passed and any(words in p for p in failed.problems), (file, name, failed.problems)
 
 
-TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "one_big_round_in_pieces", "one_big_round_split_along_d", "topk_sum",
+TESTED = {"moe_all_to_all_every_row", "moe_allreduce_broadcast", "dense_gather", "allgather_in_loop", "fixed_capacity", "one_big_round", "one_big_round_in_pieces", "one_big_round_split_along_d",
+          "one_big_round_split_across_types", "topk_sum",
           "dense_gather_x", "padded_buffer", "ragged_dot_grouping", "quarter_chunk", "topk_copies",
           "results_allgather", "experts_replicated_in_specs", "experts_gathered", "experts_cross_x", "power_of_two_experts",
           "experts_replicated_decoy_gather", "experts_tainted_gathered", "experts_tainted_all_to_all", "experts_moved_by_jit",

@@ -214,6 +214,42 @@ def test_step_model_reads_what_each_event_waits_for():
     assert group_steps(stage, [set(e.after) for e in stage.events]) == [[0], [3]]
 
 
+def test_rank1_updates_count_as_matmuls_where_no_step_can_have_fused_them(mesh_2x4):
+    """A product made by rank-1 updates (a multiply of two broadcasts, one column times one row
+    per run): counted as the whole product's matmul work in a loop of static length, as matmul
+    work in a loop whose length the compiler cannot know (a stage run an unknown number of
+    times), and not in straight-line code beside a collective, where XLA:CPU may have fused an
+    honest step's rank-1 product (a dot of contracted size 1) into the next step's chain."""
+    def rank1_loop(x, w, bound=None):
+        def body(k, acc):
+            return acc + jax.lax.dynamic_slice_in_dim(x, k, 1, axis=1) * jax.lax.dynamic_slice_in_dim(w, k, 1, axis=0)
+        acc = jnp.zeros((x.shape[0], w.shape[1]), x.dtype)
+        if bound is None:
+            return jax.lax.fori_loop(0, x.shape[1], body, acc)
+        return jax.lax.while_loop(lambda s: s[0] < bound, lambda s: (s[0] + 1, body(s[0], s[1])), (0, acc))[1]
+
+    def static(x, w):
+        return rank1_loop(x, w)
+
+    def unknown(x, w):
+        return rank1_loop(x, w, bound=jnp.where(jnp.isnan(x[0, 0]), 0, x.shape[1]))
+
+    def beside_a_permute(x, w):
+        sent = jax.lax.ppermute(x, "Y", [(j, (j + 1) % 4) for j in range(4)])
+        return sum(x[:, k:k + 1] * w[k:k + 1, :] for k in range(x.shape[1])) + sent[:, :1]
+
+    stages = {}
+    for name, body in (("static", static), ("unknown", unknown), ("beside", beside_a_permute)):
+        f = jax.shard_map(body, mesh=mesh_2x4, in_specs=(P("X", "Y"), P(None, None)), out_specs=P("X", "Y"),
+                          check_vma=False)
+        compiled = jax.jit(f).lower(jnp.ones((8, 32), jnp.float32), jnp.ones((8, 16), jnp.float32)).compile()
+        stages[name] = analyze(compiled, mesh_2x4).stages
+    whole = 2 * 4 * 8 * 16  # one device's [4, 8] @ [8, 16]
+    assert [(s.runs, sum(e.flops for e in s.events if e.collective < 0)) for s in stages["static"]] == [(1, whole)]
+    assert any(s.runs is None and any(e.collective < 0 and e.flops > 0 for e in s.events) for s in stages["unknown"])
+    assert all(e.flops == 0 for s in stages["beside"] for e in s.events), stages["beside"]
+
+
 def test_timeline_overlaps_only_what_the_program_allows():
     """On the timeline, does the dot that waits for the all-gather start after it, and the
     dot that needs nothing run while the links are busy?"""

@@ -101,7 +101,16 @@ def _grouping_advice(s, where: str) -> str:
 def explain_value(v, s: dict, result: Callable[[dict], int], where: str) -> str:
     """What a too-large value most likely is, read from its shape and the case's sizes, and
     what to do instead. `where`: "local" (moe_local), "gather" (every token gathered) or
-    "rounds" (the all-to-all versions). Shapes that fit no known fault get a plain advice."""
+    "rounds" (the all-to-all versions). Shapes that fit no known fault get a plain advice.
+    Several all_to_alls in flight at once (`assignments.hlo._rounds_in_pieces`) are said to be."""
+    text = _explain_shape(v, s, result, where)
+    if v is not None and v.opcode == "all-to-all" and "+" in v.name:
+        return (f"{v.name.count('+') + 1} all_to_alls in flight at once, none waiting for another, hold "
+                f"{v.shape} together: {text[0].lower()}{text[1:]}")
+    return text
+
+
+def _explain_shape(v, s: dict, result: Callable[[dict], int], where: str) -> str:
     G, R, D, S, nX = s["E"] // s["nX"], result(s), s["D"], s["S"], s["nX"]
     T, k = S // nX, s.get("k", 1)
     dims = [d for d in v.shape.dims if d != 1] if v is not None else []
