@@ -887,8 +887,8 @@ def _rounds_in_pieces(insts: list[_Instruction]) -> list[Value]:
     joined along the last dimension where they share a type and all other dimensions (as
     `_written_values` joins one all-to-all's blocks), and, where their shapes or types differ,
     all of them as one float32 array as large as their sizes together (`ArrayShape.size`)."""
-    sent = [(inst, _written_values(inst)[0]) for inst in insts
-            if inst.opcode == "all-to-all" and len(_written_values(inst)) == 1 and _written_values(inst)[0].dims]
+    sent = [(inst, shapes[0]) for inst in insts if inst.opcode == "all-to-all"
+            and len(shapes := _written_values(inst)) == 1 and shapes[0].dims]
     if len(sent) < 2:
         return []
     by_name = {i.name: i for i in insts}

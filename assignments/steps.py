@@ -5,10 +5,10 @@ walked in execution order (a compiled module is scheduled, so the text order wit
 computation is the order it runs in). Each loop whose body communicates becomes a `Stage`
 run once per iteration; the straight-line code before, between and after such loops becomes
 stages of its own (a loop that only computes counts there as one matmul of all its
-iterations, its rank-1 updates, a multiply of two broadcasts, included; one whose trip count
-is unknown is a stage of its own, run an unknown number of times). A loop's body, and
-straight-line code that runs no collective, count their rank-1 updates as matmuls too. A loop that communicates inside another one is a stage of its own too, run as
-often as both loops together run. A stage lists its collectives and matmuls (`Event`) and,
+iterations; one whose trip count is unknown is a stage of its own, run an unknown number of
+times). A loop that communicates inside another one is a stage of its own too, run as
+often as both loops together run. Rank-1 updates (a multiply of two broadcasts) count as
+matmuls in a loop's body and in straight-line code that runs no collective. A stage lists its collectives and matmuls (`Event`) and,
 for each, which earlier ones it needs (data flow inside one run of the stage; the branches of
 a conditional that communicates are read as if written in its place, so that their permutes
 form the steps they would form outside it).
@@ -109,8 +109,9 @@ class _Reader:
     def outer_products(self, comp: str) -> dict[str, float]:
         """FLOPs by dtype of the outer products (`outer_product_flops`: a multiply of two
         broadcasts) in a loop's body, inside what it calls included, its own loops' times their
-        trip counts: a product made by rank-1 updates, one per run of the loop. Counted only in
-        loops: unrolled, XLA:CPU fuses a step's rank-1 product (a dot whose contracted size is 1)
+        trip counts: a product made by rank-1 updates, one per run of the loop. Counted in loops,
+        and in straight-line code only where it runs no collective (`straight_outer_products`):
+        unrolled, XLA:CPU fuses a ring step's rank-1 product (a dot whose contracted size is 1)
         into the next step's elementwise chain (`matmul_work`), but no fusion crosses a loop's
         runs. Not the multiplies a sum of products takes (`matmul_work` counts those)."""
         if comp not in self._outer:
