@@ -45,6 +45,12 @@ keeps no stages: the drawing then shows each collective on its own."""
 # Reading the stages from HLO text
 
 
+def _summed(insts: list[_Instruction], by_name: dict) -> set[str]:
+    """The multiplies whose products a sum of products among `insts` takes (`matmul_work`
+    counts those, as the sum)."""
+    return {m for i in insts if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
+
+
 class _Reader:
     """What each computation of one module communicates and multiplies, memoized."""
 
@@ -110,7 +116,7 @@ class _Reader:
         """FLOPs by dtype of the outer products (`outer_product_flops`: a multiply of two
         broadcasts) in a loop's body, inside what it calls included, its own loops' times their
         trip counts: a product made by rank-1 updates, one per run of the loop. Counted in loops,
-        and in straight-line code only where it runs no collective (`straight_outer_products`):
+        and in straight-line code only where it runs no collective (`block_stage`):
         unrolled, XLA:CPU fuses a ring step's rank-1 product (a dot whose contracted size is 1)
         into the next step's elementwise chain (`matmul_work`), but no fusion crosses a loop's
         runs. Not the multiplies a sum of products takes (`matmul_work` counts those)."""
@@ -120,16 +126,13 @@ class _Reader:
             self._outer[comp] = self._outer_in(insts, {i.name: i for i in insts}, fusions_only=False)
         return self._outer[comp]
 
-    def straight_outer_products(self, block: list[_Instruction], by_name: dict) -> list[Event]:
-        """The outer products (`outer_products`) of straight-line code that runs no collective,
-        as matmuls that need nothing: there no step's chain can have fused them, and a product
-        made by rank-1 updates unrolled there is made where nothing communicates."""
-        return [Event(flops=f, dtype=dtype) for dtype, f in self._outer_in(block, by_name, fusions_only=True).items()]
-
-    def _outer_in(self, insts: list[_Instruction], by_name: dict, fusions_only: bool) -> dict[str, float]:
+    def _outer_in(self, insts: list[_Instruction], by_name: dict, fusions_only: bool,
+                  summed: set[str] | None = None) -> dict[str, float]:
         """Outer-product FLOPs by dtype of `insts` and of what they call (only their fusions'
-        bodies when `fusions_only`: a loop's outer products are its matmuls already, `flops`)."""
-        summed = {m for i in insts if sum_of_products(i, by_name) for m in summed_multiplies(i, by_name)}
+        bodies when `fusions_only`: a loop's outer products are its matmuls already, `flops`),
+        but for the multiplies in `summed` (those a sum of products among `insts` takes)."""
+        if summed is None:
+            summed = _summed(insts, by_name)
         total: dict[str, float] = {}
         for inst in insts:
             if inst.name not in summed and (f := outer_product_flops(inst, by_name)) > 0:
@@ -199,9 +202,10 @@ class _Reader:
         and each event which carried values it reads (`Event.reads`)."""
         events: list[Event] = []
         needs: list[set[int]] = []          # every earlier event each event needs, transitively
-        reach = self._walk(block, by_name, set(), events, needs, carry=bool(loop))
-        if not loop and all(e.collective < 0 for e in events):
-            events += self.straight_outer_products(block, by_name)
+        # Rank-1 updates are matmuls in a loop's body, and in straight-line code that runs no
+        # collective; beside a collective an honest step's may be fused into the next (`outer_products`).
+        outer = bool(loop) or not any(self.collectives(i) for i in block)
+        reach = self._walk(block, by_name, set(), events, needs, carry=bool(loop), outer=outer)
         carried: tuple[tuple[int, ...], ...] = ()
         root = block[-1] if loop and block else None
         if root is not None:
@@ -210,7 +214,8 @@ class _Reader:
         return [Stage(tuple(events), runs, loop, carried)] if events else []
 
     def _walk(self, insts: list[_Instruction], by_name: dict, given: set[int], events: list[Event],
-              needs: list[set[int]], inside: tuple[str, ...] = (), carry: bool = False) -> dict[str, set[int]]:
+              needs: list[set[int]], inside: tuple[str, ...] = (), carry: bool = False,
+              outer: bool = False) -> dict[str, set[int]]:
         """Add the events of straight-line `insts` to `events` (and to `needs` what each needs),
         their parameters depending on the events `given`.
 
@@ -225,6 +230,7 @@ class _Reader:
         (its parameter's tuple element k), so that what each event reads of the last run shows.
         Returns `reach`: each instruction's events (and carried values)."""
         reach: dict[str, set[int]] = {}     # instruction -> the events its value depends on
+        summed = _summed(insts, by_name) if outer else set()
         for inst in insts:
             if len(events) > MAX_EVENTS:    # the stages are dropped anyway: stop early
                 return reach
@@ -251,9 +257,9 @@ class _Reader:
                 new = [Event(collective=i, after=after, reads=reads) for i in self.collectives(inst)]
                 new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
                         for dtype, f in self.flops(inst, by_name).items() if f > 0]
-                if carry:  # a loop's body: its rank-1 updates are its matmuls too (`outer_products`)
+                if outer:  # its rank-1 updates are matmuls too (`outer_products`)
                     new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
-                            for dtype, f in self._outer_in([inst], by_name, fusions_only=True).items() if f > 0]
+                            for dtype, f in self._outer_in([inst], by_name, True, summed).items() if f > 0]
                 for event in new:
                     events.append(event)
                     needs.append(earlier)
