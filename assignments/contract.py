@@ -299,6 +299,12 @@ class DataFlow:
         self.functions = {ir.StringAttr(f.attributes["sym_name"]).value: f
                           for f in (o.operation for o in module.body.operations) if f.name == "func.func"}
         self.calls: dict[str, list] = {}
+        # Memos, per value: a program's collectives share most of what they are computed
+        # from, and each step back through MLIR's Python objects is slow.
+        self._steps_back: dict = {}
+        self._sizes: dict = {}
+        self._found: dict = {}
+        self._combines: dict = {}
         self.mesh: list[tuple[str, int]] = []
         """The mesh's axes and sizes, in order (Shardy's first `sdy.mesh`)."""
 
@@ -340,6 +346,11 @@ class DataFlow:
             if not stop(v):
                 stack += self._feeding(v)
 
+    def _size(self, v) -> float:
+        if v not in self._sizes:
+            self._sizes[v] = _elements(v)
+        return self._sizes[v]
+
     def _entry_argument(self, v) -> int | None:
         """The position of `v` among the entry function's arguments, if it is one."""
         if isinstance(v, self.ir.BlockArgument) and v.owner.owner.operation.name == "func.func" \
@@ -356,8 +367,12 @@ class DataFlow:
     def sources(self, values, narrower_than: int = 0) -> frozenset[int]:
         """Positions of the entry function's arguments that `values` are computed from. With
         `narrower_than`, not through a value of fewer elements (see `carried_sources`)."""
-        stop = lambda v: _elements(v) < narrower_than  # noqa: E731
-        return frozenset(n for n in map(self._entry_argument, self._back(values, stop)) if n is not None)
+        key = ("all", tuple(values), narrower_than)
+        if key not in self._found:
+            stop = lambda v: self._size(v) < narrower_than  # noqa: E731
+            self._found[key] = frozenset(n for n in map(self._entry_argument, self._back(values, stop))
+                                         if n is not None)
+        return self._found[key]
 
     def carried_sources(self, values, narrower_than: int = 0) -> frozenset[int]:
         """Positions of the entry function's arguments that `values` carry as they are: found
@@ -366,13 +381,22 @@ class DataFlow:
         casts, bits reinterpreted and arithmetic with other data all still carry it. With
         `narrower_than` (one row of an argument), not through a value of fewer elements
         either: a number made from the tokens (``A[0, 0] - A[0, 0]``) carries none of them."""
-        stop = lambda v: (is_product(v) and self._makes_results(v)) or _elements(v) < narrower_than  # noqa: E731
-        return frozenset(n for n in map(self._entry_argument, self._back(values, stop)) if n is not None)
+        key = ("carried", tuple(values), narrower_than)
+        if key not in self._found:
+            stop = lambda v: (is_product(v) and self._makes_results(v)) or self._size(v) < narrower_than  # noqa: E731
+            self._found[key] = frozenset(n for n in map(self._entry_argument, self._back(values, stop))
+                                         if n is not None)
+        return self._found[key]
 
     def _makes_results(self, product) -> bool:
         """Does a product (`is_product`) combine two values computed from the program's
         arguments? One with a constant (an identity, a permutation, a selection matrix) only
         moves the one argument it takes."""
+        if product not in self._combines:
+            self._combines[product] = self._combines_two(product)
+        return self._combines[product]
+
+    def _combines_two(self, product) -> bool:
         owner = product.owner.operation
         operands = list(owner.operands)
         if owner.name == "stablehlo.reduce":  # a sum of products: what the multiply multiplies
@@ -438,6 +462,11 @@ class DataFlow:
 
     def _feeding(self, v) -> list:
         """The values one step back from `v` (as `sources` follows them)."""
+        if v not in self._steps_back:
+            self._steps_back[v] = self._one_step_back(v)
+        return self._steps_back[v]
+
+    def _one_step_back(self, v) -> list:
         ir = self.ir
         if isinstance(v, ir.BlockArgument):
             parent, n = v.owner.owner.operation, v.arg_number
