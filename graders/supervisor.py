@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from .cgroups import WorkerCgroup
 from .sandbox import (DEBUG_VARIABLE, Isolation, Resources, Slot, choose_isolation, host_env, isolated,
-                      kill_user, limited, python_command)
+                      compile_worker_code, kill_user, limited, python_command)
 from .sandboxed.protocol import MAX_LINE_BYTES, ProtocolError, read_event
 
 if TYPE_CHECKING:
@@ -108,6 +108,7 @@ class WorkerProcess:
     made; it reads its request on stdin. `stop` makes sure it and all it started are gone."""
 
     def __init__(self, command: list[str], setup: WorkerSetup):
+        compile_worker_code()
         full, where = isolated(command, setup.isolation, setup.uid, setup.resources, setup.cwd)
         self.uid = setup.uid
         self.cgroup = WorkerCgroup.create(setup.resources.memory_bytes, setup.resources.processes)

@@ -130,3 +130,35 @@ def test_a_sandbox_that_cannot_start_is_named(probes):
     problem = sandbox.bubblewrap_problem()
     assert problem.startswith("bubblewrap could not create its namespaces here")
     assert len(probes.runs) == 1  # a failure that is not the limits' exit code answers both
+
+
+def test_the_workers_code_gets_its_bytecode_even_where_python_writes_none(tmp_path, monkeypatch):
+    """The sandbox sees the workers' code read-only, so the grading process writes its
+    bytecode first, under PYTHONDONTWRITEBYTECODE too; a folder it cannot write costs nothing."""
+    import importlib.util
+    import sys
+
+    kit = tmp_path / "kit"
+    sources = [kit / "assignments" / "__init__.py", kit / "assignments" / "contracts" / "problem1.py",
+               kit / "graders" / "sandboxed" / "export.py"]
+    for source in sources:
+        source.parent.mkdir(parents=True, exist_ok=True)
+        source.write_text("X = 1\n")
+    (kit / "graders" / "hidden.py").write_text("SECRET = 1\n")  # not the workers' code
+    monkeypatch.setattr(sandbox, "KIT_ROOT", str(kit))
+    monkeypatch.setattr(sandbox, "_runtime_parent", lambda: str(kit))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    sandbox.compile_worker_code.cache_clear()
+    try:
+        sandbox.compile_worker_code()
+        assert all(os.path.isfile(importlib.util.cache_from_source(str(s))) for s in sources)
+        assert not os.path.exists(importlib.util.cache_from_source(str(kit / "graders" / "hidden.py")))
+        cache = kit / "assignments" / "__pycache__"
+        for pyc in cache.iterdir():
+            pyc.unlink()
+        cache.rmdir()
+        cache.write_text("")  # where no bytecode can be written
+        sandbox.compile_worker_code.cache_clear()
+        sandbox.compile_worker_code()
+    finally:
+        sandbox.compile_worker_code.cache_clear()
