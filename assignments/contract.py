@@ -367,12 +367,8 @@ class DataFlow:
     def sources(self, values, narrower_than: int = 0) -> frozenset[int]:
         """Positions of the entry function's arguments that `values` are computed from. With
         `narrower_than`, not through a value of fewer elements (see `carried_sources`)."""
-        key = ("all", tuple(values), narrower_than)
-        if key not in self._found:
-            stop = lambda v: self._size(v) < narrower_than  # noqa: E731
-            self._found[key] = frozenset(n for n in map(self._entry_argument, self._back(values, stop))
-                                         if n is not None)
-        return self._found[key]
+        return self._arguments(("all", tuple(values), narrower_than), values,
+                               lambda v: self._size(v) < narrower_than)
 
     def carried_sources(self, values, narrower_than: int = 0) -> frozenset[int]:
         """Positions of the entry function's arguments that `values` carry as they are: found
@@ -381,9 +377,12 @@ class DataFlow:
         casts, bits reinterpreted and arithmetic with other data all still carry it. With
         `narrower_than` (one row of an argument), not through a value of fewer elements
         either: a number made from the tokens (``A[0, 0] - A[0, 0]``) carries none of them."""
-        key = ("carried", tuple(values), narrower_than)
+        return self._arguments(("carried", tuple(values), narrower_than), values,
+                               lambda v: (is_product(v) and self._makes_results(v)) or self._size(v) < narrower_than)
+
+    def _arguments(self, key: tuple, values, stop) -> frozenset[int]:
+        """The entry function's arguments `_back(values, stop)` reaches, remembered under `key`."""
         if key not in self._found:
-            stop = lambda v: (is_product(v) and self._makes_results(v)) or self._size(v) < narrower_than  # noqa: E731
             self._found[key] = frozenset(n for n in map(self._entry_argument, self._back(values, stop))
                                          if n is not None)
         return self._found[key]
