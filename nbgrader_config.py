@@ -41,6 +41,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # LMS archive is left out (nbgrader's own copies follow links, and feedback would carry back
 # whatever a link names).
 c.ExchangeFactory.collect = "graders.collect.CollectRegularFiles"
+# Releases go only into an exchange no student can rearrange (sticky, the course folder the
+# instructor's): graders/exchange.py says what is wrong and the command that mends it.
+c.ExchangeFactory.release_assignment = "graders.release.GuardedReleaseAssignment"
 c.ZipCollectApp.extractor_plugin = "graders.collect.ExtractRegularFiles"
 
 # No kernel runs student code during autograde: nbgrader's Execute would run it unsandboxed,

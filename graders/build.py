@@ -200,10 +200,15 @@ def main(argv=None) -> int:
             return 1
         print(f"release/, solutions/ and {SETUP_CELLS} are current")
     elif args.what == "handout":
+        from graders.exchange import UnsafeExchange
         from graders.handout import build_handout
 
         for name in args.assignment or assignment_names():
-            print(build_handout(name, args.out, exchange=args.exchange))
+            try:
+                print(build_handout(name, args.out, exchange=args.exchange))
+            except UnsafeExchange as e:
+                print(f"no hand-out built: {e}", file=sys.stderr)
+                return 1
     else:
         commit = solutions_branch()
         print(f"branch 'solutions' now at {commit[:12]}: check it out for self-study")

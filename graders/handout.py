@@ -30,6 +30,7 @@ import os
 import shutil
 import zipfile
 
+from .exchange import require_safe_exchange
 from .settings import KIT_ROOT
 
 
@@ -159,11 +160,16 @@ def write_student_config(dest: str, exchange: str | None = None, course: str | N
 
 
 def build_handout(name: str, out_dir: str | None = None, exchange: str | None = None) -> str:
-    """Write `<out_dir>/handout-<name>/` and its zip; returns the zip's path."""
+    """Write `<out_dir>/handout-<name>/` and its zip; returns the zip's path. Raises
+    `graders.exchange.UnsafeExchange` when the exchange is on this machine and others could
+    rearrange it (students would fetch and hand in there)."""
     release_nb = os.path.join(KIT_ROOT, "release", name, f"{name}.ipynb")
     if not os.path.exists(release_nb):
         raise FileNotFoundError(f"no release notebook {release_nb}: run `python -m graders.build all` first")
-    exchange = exchange or course_settings()[1]
+    course_id, course_exchange = course_settings()
+    exchange = exchange or course_exchange
+    if os.path.lexists(exchange):  # an exchange on this machine: one no student can rearrange
+        require_safe_exchange(exchange, course_id)
     out_dir = out_dir or os.path.join(KIT_ROOT, "dist")
     dest = os.path.join(out_dir, f"handout-{name}")
     shutil.rmtree(dest, ignore_errors=True)

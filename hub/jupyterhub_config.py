@@ -27,7 +27,8 @@ import sys
 
 KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, KIT)
-from graders.handout import write_student_config  # noqa: E402
+from graders.exchange import UnsafeExchange, require_safe_exchange  # noqa: E402
+from graders.handout import course_settings, write_student_config  # noqa: E402
 
 INSTRUCTORS = os.environ.get("SCALING_JAX_INSTRUCTORS", "scaling-jax-instructors")
 STUDENTS = os.environ.get("SCALING_JAX_STUDENTS", "scaling-jax-students")
@@ -61,6 +62,27 @@ def write_settings() -> dict[str, str]:
     return {"instructor": instructor, "student": write_student_config(os.path.join(SETTINGS, "student"))}
 
 
+def instructor_uids() -> set[int]:
+    """The instructors' user ids: the group's members, and the users whose own group it is."""
+    try:
+        group = grp.getgrnam(INSTRUCTORS)
+    except KeyError:
+        return set()
+    members = {pwd.getpwnam(name).pw_uid for name in group.gr_mem}
+    return members | {user.pw_uid for user in pwd.getpwall() if user.pw_gid == group.gr_gid}
+
+
+def check_exchange() -> None:
+    """Start no course whose exchange a student could rearrange (graders/exchange.py): the
+    message lists each problem and the command that mends it."""
+    course_id, exchange = course_settings(KIT)
+    try:
+        require_safe_exchange(exchange, course_id, instructors=instructor_uids())
+    except UnsafeExchange as e:
+        sys.exit(f"The course hub did not start: {e}")
+
+
+check_exchange()
 ROLE_SETTINGS = write_settings()
 
 

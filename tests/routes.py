@@ -199,17 +199,17 @@ class Namespace:
         self.run(["mount", "-t", "overlay", "overlay", "-o",
                   f"lowerdir={folder},upperdir={upper}/u,workdir={upper}/w", folder])
 
-    def expose_only(self, hidden: str, keep: str) -> None:
-        """Hide everything under `hidden` but `keep`, which every user may then read (read-only):
-        e.g. an interpreter installed under /root, which is root's only."""
-        stage = tempfile.mkdtemp(dir=self.scratch)
-        self.shell(f"""set -e
-            mount --bind {shlex.quote(keep)} {stage}
-            mount -t tmpfs -o mode=0755 kit-hidden {shlex.quote(hidden)}
-            mkdir -p {shlex.quote(keep)}
-            mount --bind {stage} {shlex.quote(keep)}
-            mount -o remount,bind,ro {shlex.quote(keep)}
-            umount {stage}""")
+    def expose_only(self, hidden: str, *keep: str) -> None:
+        """Hide everything under `hidden` but the folders `keep`, which every user may then read
+        (read-only): e.g. an interpreter installed under /root, which is root's only."""
+        script = ["set -e"]
+        stages = [tempfile.mkdtemp(dir=self.scratch) for _ in keep]
+        script += [f"mount --bind {shlex.quote(k)} {s}" for k, s in zip(keep, stages)]
+        script.append(f"mount -t tmpfs -o mode=0755 kit-hidden {shlex.quote(hidden)}")
+        for k, s in zip(keep, stages):
+            script += [f"mkdir -p {shlex.quote(k)}", f"mount --bind {s} {shlex.quote(k)}",
+                       f"mount -o remount,bind,ro {shlex.quote(k)}", f"umount {s}"]
+        self.shell("\n".join(script))
 
     def close(self) -> None:
         stop(self.holder)
@@ -257,13 +257,17 @@ def stack_python() -> str:
                         f"python{sys.version_info.major}.{sys.version_info.minor}")
 
 
-def let_users_run_stack_python(ns: Namespace) -> None:
-    """Make this stack's interpreter readable to the namespace's users when it is installed
-    where they cannot reach it (pyenv under /root): the README asks for an interpreter every
-    user can run, and this stands in for installing one."""
-    base = os.path.realpath(sys.base_prefix)
-    if not readable_by_others(base):
-        ns.expose_only("/" + base.strip("/").split("/")[0], base)
+def let_users_run_stack_python(ns: Namespace, *also: str) -> None:
+    """Make this stack's interpreter (and the folders `also`, e.g. an environment) readable to
+    the namespace's users where they are installed where others cannot reach them (pyenv under
+    /root): the README asks for an interpreter every user can run, and this stands in for
+    installing one."""
+    hidden: dict[str, list[str]] = {}
+    for path in (os.path.realpath(sys.base_prefix), *map(os.path.realpath, also)):
+        if not readable_by_others(path):
+            hidden.setdefault("/" + path.strip("/").split("/")[0], []).append(path)
+    for top, keep in hidden.items():
+        ns.expose_only(top, *keep)
 
 
 # --- JupyterLab's own menus and buttons -------------------------------------------------------

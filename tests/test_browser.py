@@ -44,8 +44,8 @@ ASSIGNMENT = "problem1"
 FUNCTIONS = ("shard_average_jit", "shard_average_shard_map", "block_average_jit",
              "block_average_shard_map", "roll_diff")
 # The README's commands, run as written (test_readme_shows_these_commands keeps them in step).
-MAKE_EXCHANGE = ("sudo mkdir -p /usr/local/share/nbgrader/exchange && "
-                 "sudo chmod ugo+rwx /usr/local/share/nbgrader/exchange")
+MAKE_EXCHANGE = ("sudo install -d -m 1777 /usr/local/share/nbgrader/exchange && "
+                 'sudo install -d -m 0755 -o "$(id -un)" /usr/local/share/nbgrader/exchange/scaling-jax')
 INSTRUCTOR = (f"nbgrader generate_assignment {ASSIGNMENT} --force", f"nbgrader release_assignment {ASSIGNMENT}",
               f"python -m graders.build handout -a {ASSIGNMENT}")
 STUDENT_INSTALL = f"python3 -m venv --upgrade-deps .venv && .venv/bin/pip install ./handout-{ASSIGNMENT}"

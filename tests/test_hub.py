@@ -36,7 +36,7 @@ from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_group, add_us
                     let_users_run_stack_python, require_root_machine, release_scratch, save, scratch_folder, stack_python, stop,
                     submit_from_assignment_list, sync_playwright, type_into_cell, unique_name, wait_for_http,
                     wait_kernel_idle)
-from test_browser import MAKE_EXCHANGE, answers, leaked, mark_scheme_lines
+from test_browser import answers, leaked, mark_scheme_lines
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.hub]
 
@@ -46,6 +46,8 @@ NOTEBOOK = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
 # /srv/scaling-jax and the groups standing for this test's own folders and names.
 INSTALL = ("sudo python3 -m venv --upgrade-deps /opt/scaling-jax && "
            "sudo /opt/scaling-jax/bin/pip install /srv/scaling-jax -r /srv/scaling-jax/hub/requirements.txt")
+MAKE_EXCHANGE = ("sudo install -d -m 1777 /usr/local/share/nbgrader/exchange && "
+                 "sudo install -d -m 0755 -o teacher /usr/local/share/nbgrader/exchange/scaling-jax")
 START = ("sudo /opt/scaling-jax/bin/jupyterhub -f /srv/scaling-jax/hub/jupyterhub_config.py")
 GRADE_ON_HUB = f"python -m graders submitted/STUDENT/{NOTEBOOK} --assignment {ASSIGNMENT} -o results.json"
 
@@ -107,7 +109,7 @@ def hub(shots):
             homes[name] = add_user(name, passwords[name], groups=(group,), homes=scratch)
         course = copy_kit(os.path.join(homes[people["instructor"]], "scaling-jax"))
         subprocess.run(["chown", "-R", f"{people['instructor']}:", course], check=True)
-        ns.shell(MAKE_EXCHANGE.replace("sudo ", ""))
+        ns.shell(MAKE_EXCHANGE.replace("sudo ", "").replace("teacher", people["instructor"]))
 
         port, hub_port, api_port = free_port(), free_port(), free_port()
         state = os.path.join(scratch, "hub")

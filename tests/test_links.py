@@ -240,8 +240,8 @@ def test_collect_is_not_raced_into_copying_what_a_link_names(tmp_path):
 def test_a_hand_in_in_another_students_name_is_not_collected(tmp_path, monkeypatch):
     """The exchange's inbound folder is writable by every student: does collect take a student's
     own latest hand-in, never a later one that another user made in their name (nbgrader only
-    warns), and leave alone the names of students who are no users of this machine?"""
-    import datetime
+    warns), nor one holding a file another user made, and, for students who are no users of
+    this machine, take a hand-in whose files all belong to its folder's owner?"""
     import logging
     import pwd
 
@@ -258,16 +258,20 @@ def test_a_hand_in_in_another_students_name_is_not_collected(tmp_path, monkeypat
     collect.log.setLevel(logging.ERROR)
     collect.inbound_path = str(tmp_path)
 
-    def hand_in(name: str, hour: int, uid: int) -> dict:
-        stamp = datetime.datetime(2026, 11, 27, hour, tzinfo=datetime.timezone.utc)
-        filename = f"{name}+problem1+{stamp}"
+    def hand_in(name: str, hour: int, uid: int, file_uid: int | None = None):
+        filename = f"{name}+problem1+2026-11-27 {hour:02}:00:00.000000 UTC"
         (tmp_path / filename).mkdir()
+        (tmp_path / filename / "problem1.ipynb").write_text("{}")
+        os.chown(tmp_path / filename / "problem1.ipynb", uid if file_uid is None else file_uid, -1)
         os.chown(tmp_path / filename, uid, -1)
-        return {"username": name, "filename": filename, "timestamp": stamp}
+        return collect._path_to_record(str(tmp_path / filename))
 
     own, forged = hand_in("daemon", 10, student.pw_uid), hand_in("daemon", 11, 0)
+    tampered = hand_in("daemon", 12, student.pw_uid, file_uid=0)
     not_a_user = hand_in("student-0042", 10, 0)
-    assert collect._sort_by_timestamp([forged, own])[0] is own
+    assert (own.refusal, not_a_user.refusal) == (None, None)
+    assert "made by root" in forged.refusal and "holds problem1.ipynb, made by root" in tampered.refusal
+    assert collect._sort_by_timestamp([forged, tampered, own])[0] is own
     copied = []
     monkeypatch.setattr(ExchangeCollect, "copy_files", lambda self: copied.extend(self.src_records))
     collect.src_records = [forged, not_a_user]
