@@ -58,13 +58,16 @@ def grade_shipped(student: str, name: str | None, data: bytes | None, assignment
 
 def dask_client(scheduler: str | None, workers: int):
     """A Dask client: of a new `LocalCluster` of `workers` single-threaded processes
-    (`scheduler` None or "local"), or of the scheduler at `scheduler`."""
+    (`scheduler` None or "local"), or of the scheduler at `scheduler`. Dask's protocol is
+    unauthenticated and runs what it is sent, so a local cluster listens on loopback only
+    (`tests/test_dask.py`); a cluster of several machines is the administrator's to keep on a
+    private network or behind Dask's TLS (README)."""
     from distributed import Client
 
     if scheduler in (None, "local"):
         import logging
 
-        return Client(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+        return Client(n_workers=max(1, workers), threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
     return Client(scheduler, timeout="30s")
 

@@ -77,6 +77,16 @@ def kill_a_worker_mid_grading(batch_proc: subprocess.Popen, deadline: float) -> 
 
 
 @pytest.mark.slow
+def test_the_local_cluster_listens_on_loopback_only():
+    """Dask's protocol is unauthenticated and runs what it is sent: do the scheduler and the
+    workers `--dask` starts listen on 127.0.0.1 only, never on an address others can reach?"""
+    from graders.dask_grading import dask_client
+
+    with dask_client(None, 1) as client:
+        addresses = [client.scheduler.address, *client.scheduler_info()["workers"]]
+    assert addresses and all(a.startswith("tcp://127.0.0.1:") for a in addresses), addresses
+
+
 def test_dask_cluster_gives_the_plain_batch_gradebook(tmp_path):
     """Graded on a local Dask cluster of two worker processes, one of which is killed in the
     middle of a grading, do the submissions get exactly the plain batch's grades, and does
