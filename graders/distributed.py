@@ -1,6 +1,6 @@
 """Run exported artifacts on a real multi-controller JAX runtime: several local processes.
 
-    python -m graders.distributed SUBMISSION --assignment problem1 [--processes 2] [--local-devices 4]
+    python -m graders.distributed SUBMISSION --assignment problem1 [--jax-processes 2] [--local-devices 4]
 
 On a GPU or TPU cluster every host runs the same program under `jax.distributed`: each
 process owns a few devices, arrays span processes, and collectives cross process boundaries
@@ -233,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("submission")
     parser.add_argument("--assignment", "-a", required=True)
-    parser.add_argument("--processes", type=int, default=2)
+    # Not --processes: that is the sandbox's limit on a worker's processes (graders.settings).
+    parser.add_argument("--jax-processes", type=int, default=2,
+                        help="processes of the multi-controller runtime (jax.distributed)")
     parser.add_argument("--local-devices", type=int, default=4)
     parser.add_argument("--only", nargs="+", metavar="FUNCTION")
     from .settings import add_arguments, from_arguments
@@ -243,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    rows = check_submission(args.submission, args.assignment, processes=args.processes,
+    rows = check_submission(args.submission, args.assignment, processes=args.jax_processes,
                             local_devices=args.local_devices, only=args.only, limits=from_arguments(args))
-    table = Table(title=f"{args.assignment} on {args.processes} processes x {args.local_devices} "
+    table = Table(title=f"{args.assignment} on {args.jax_processes} processes x {args.local_devices} "
                         f"CPU devices (jax.distributed, gloo)")
     for column in ("function", "case", "status", "same verdict as one process", "detail"):
         table.add_column(column)

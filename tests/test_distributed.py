@@ -12,7 +12,7 @@ from jax.sharding import NamedSharding
 
 from assignments.contracts import get_assignment
 from assignments.evaluate import make_mesh, place
-from graders.distributed import check_submission, free_port, run_distributed
+from graders.distributed import free_port, run_distributed
 from graders.hidden import case_seed, hidden_cases, hidden_inputs
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,15 +76,25 @@ def test_reference_solutions_match_one_process(assignment, tmp_path):
         assert r["spec"] == want_spec, cid
 
 
-def test_check_submission_grades_and_runs_distributed():
-    """Does `python -m graders.distributed`'s check run a submission's own artifacts on the
-    runtime: right values for the solution, cases that need fewer devices skipped?"""
-    rows = check_submission(os.path.join(REPO_ROOT, "solutions", "problem1.py"), "problem1",
-                            only=["roll_diff"])
-    ran = [r for r in rows if r["status"] != "skipped"]
-    assert ran and all(r["status"] == "ok" and r["single_process_values_ok"] for r in ran), ran
-    skipped = [r for r in rows if r["status"] == "skipped"]
-    assert skipped and all("does not use all 8 devices" in r["message"] for r in skipped)
+def test_the_readme_command_runs_as_written(repo_root, capsys):
+    """Does the README's `python -m graders.distributed` line parse and run as written (its
+    options once collided with the sandbox's --processes), here on one function: the
+    solution's own artifacts run on the runtime with right values, and cases that need fewer
+    devices skipped?"""
+    from graders.distributed import main
+
+    readme = open(os.path.join(repo_root, "README.md")).read()
+    line = "python -m graders.distributed solutions/problem1.py -a problem1"
+    assert line in readme
+    cwd = os.getcwd()
+    os.chdir(repo_root)
+    try:
+        assert main(line.split()[3:] + ["--only", "roll_diff"]) == 0
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    assert "problem1 on 2 processes x 4 CPU devices" in out
+    assert "does not use all 8 devices" in out and "│ ok " in out and "wrong" not in out
 
 
 def test_free_port_is_free():
