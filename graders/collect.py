@@ -19,6 +19,7 @@ import contextlib
 import datetime
 import os
 import pwd
+import re
 import shutil
 import stat
 from dataclasses import dataclass
@@ -68,6 +69,17 @@ def _claimed_time(text: str) -> datetime.datetime | None:
         return parse_utc(text.strip())
     except Exception:  # dateutil's errors for anything a student writes (ValueError, OverflowError, ...)
         return None
+
+
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]*")
+"""What a student id may be: a hand-in in another name is not collected (nbgrader would make
+`submitted/<id>/`, and show the id in formgrader's pages: `..`, or markup, is no student)."""
+
+
+def shown(text: str) -> str:
+    """A name a student chose, safe to print in the instructor's terminal: control characters
+    (a terminal's escape sequences) written as \\xNN."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _user_name(uid: int) -> str:
@@ -152,6 +164,8 @@ class CollectRegularFiles(ExchangeCollect):
         claims = [c for c in claims if c is not None]
         claimed = max(claims) if claims else None
         refusal, changed = inspect_hand_in(path, username)
+        if not STUDENT_ID.fullmatch(username):
+            refusal = "is in a name that is no student id"
         date = max([_utc(changed), *claims])
         self._hand_ins[filename] = record = HandIn(username, filename, date, claimed, refusal)
         return record
@@ -164,7 +178,8 @@ class CollectRegularFiles(ExchangeCollect):
         for hand_in in self._hand_ins.values():
             if hand_in.refusal:
                 self.log.warning("Not collected: %s (in %s's name) %s; only a student's own hand-ins are "
-                                 "collected", hand_in.filename, hand_in.username, hand_in.refusal)
+                                 "collected", shown(hand_in.filename), shown(hand_in.username),
+                                 shown(hand_in.refusal))
         self.src_records = [r for r in self.src_records if r.refusal is None]
         super().copy_files()
 
@@ -177,13 +192,13 @@ class CollectRegularFiles(ExchangeCollect):
         refusal, changed = inspect_hand_in(src, hand_in.username)
         if refusal:
             shutil.rmtree(dest)
-            self.log.warning("Not collected: %s (in %s's name) %s while it was collected", hand_in.filename,
-                             hand_in.username, refusal)
+            self.log.warning("Not collected: %s (in %s's name) %s while it was collected", shown(hand_in.filename),
+                             shown(hand_in.username), shown(refusal))
             return
         hand_in.timestamp = max(hand_in.timestamp, _utc(changed))
         if hand_in.claimed is None or hand_in.timestamp - hand_in.claimed > REDATED_AFTER:
             self.log.warning("Redated: %s claims %s, but its files were last changed at %s UTC; it is "
-                             "recorded as handed in then", hand_in.filename,
+                             "recorded as handed in then", shown(hand_in.filename),
                              f"{hand_in.claimed} UTC" if hand_in.claimed else "no readable time", hand_in.timestamp)
         with open(os.path.join(dest, "timestamp.txt"), "w") as f:
             f.write(hand_in.timestamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
@@ -196,7 +211,7 @@ class CollectRegularFiles(ExchangeCollect):
         ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
                                  max_file_size=self.coursedir.max_file_size, log=self.log)
         copy_regular_tree(src, dest, ignore, on_refused=lambda path: self.log.warning(
-            "Not collected: %s is a link or special file (only regular files are graded)", path))
+            "Not collected: %s is a link or special file (only regular files are graded)", shown(path)))
         if self.coursedir.groupshared:  # as nbgrader's own collect: group members may grade too
             for folder, _, _ in os.walk(dest):
                 os.chmod(folder, (os.stat(folder).st_mode | 0o2770) & 0o2777)

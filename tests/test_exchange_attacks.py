@@ -10,7 +10,9 @@ not), nbgrader's real default exchange under /usr/local/share (in a private moun
 - a hand-in another student made in a classmate's name, or slipped a file into, is not
   collected (the classmate's own earlier hand-in is), and the instructor is told;
 - a hand-in whose name and timestamp.txt say 2020 is recorded in the gradebook as made today,
-  late, and the instructor is told; a hand-in name that is no date stops nobody's collect.
+  late, and the instructor is told; a hand-in name that is no date stops nobody's collect;
+- a hand-in in a name that is no student id (markup, `..`, a terminal's escape sequence) is
+  not collected, and the name is printed harmless.
 """
 from __future__ import annotations
 
@@ -142,8 +144,18 @@ def test_the_exchange_is_the_instructors_and_hand_ins_are_their_students(course)
                                            f"echo '2020-06-01 12:00:00.000000 UTC' > {folder}/timestamp.txt"
                         ).returncode == 0
 
+    # Hand-ins in names that are no student ids: markup formgrader would show, a folder above
+    # submitted/ (nbgrader never lists it: glob skips names that start with a dot), a
+    # terminal's escape sequence.
+    for name in ("<img src=x onerror=alert(1)>", "..", "\x1b]0;pwned\x07eve"):
+        folder = shlex.quote(f"{COURSE}/inbound/{name}+{ASSIGNMENT}+2026-01-01 00:00:00.000000 UTC")
+        assert shell_as(course, "mallory", f"mkdir {folder} && cp {ASSIGNMENT}/{ASSIGNMENT}.ipynb {folder}/").returncode == 0
+
     collected = instructor(course, "-m", "nbgrader", "collect", ASSIGNMENT)
     log = output(collected)
+    assert log.count("is in a name that is no student id") == 2 and "\x1b" not in log and "\\x1b]0;pwned" in log, log
+    assert sorted(os.listdir(os.path.join(course["kit"], "submitted"))) == sorted([alice, mallory])
+    assert not os.path.exists(os.path.join(course["kit"], ASSIGNMENT))
     assert f"Not collected: {alice}+{ASSIGNMENT}+{later}" in log and f"made by {mallory}" in log, log
     assert f"Not collected: {second}" in log and f"holds {ASSIGNMENT}.ipynb, made by {mallory}" in log, log
     assert f"Redated: {mallory}+{ASSIGNMENT}+" in log, log
