@@ -109,18 +109,22 @@ def hub(shots):
             homes[name] = add_user(name, passwords[name], groups=(group,), homes=scratch)
         course = copy_kit(os.path.join(homes[people["instructor"]], "scaling-jax"))
         subprocess.run(["chown", "-R", f"{people['instructor']}:", course], check=True)
-        ns.shell(MAKE_EXCHANGE.replace("sudo ", "").replace("teacher", people["instructor"]))
-
         port, hub_port, api_port = free_port(), free_port(), free_port()
         state = os.path.join(scratch, "hub")
         os.makedirs(state, mode=0o700)
         log = os.path.join(scratch, "hub.log")
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
                "SCALING_JAX_INSTRUCTORS": groups["instructors"], "SCALING_JAX_STUDENTS": groups["students"]}
-        proc = ns.popen([os.path.join(opt, "bin", "jupyterhub"), "-f", os.path.join(srv, "hub", "jupyterhub_config.py"),
-                         "--ip=127.0.0.1", f"--port={port}", f"--JupyterHub.hub_port={hub_port}",
-                         f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"],
-                        log=log, cwd=state, env=env)
+        start = [os.path.join(opt, "bin", "jupyterhub"), "-f", os.path.join(srv, "hub", "jupyterhub_config.py"),
+                 "--ip=127.0.0.1", f"--port={port}", f"--JupyterHub.hub_port={hub_port}",
+                 f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"]
+        # An exchange made as nbgrader makes it (0777): the hub does not start, and says why.
+        ns.shell("mkdir -p /usr/local/share/nbgrader/exchange && chmod 0777 /usr/local/share/nbgrader/exchange")
+        refused = ns.run(start, cwd=state, env=env, check=False, timeout=120)
+        assert refused.returncode != 0, refused.stdout[-2000:] + refused.stderr[-2000:]
+        assert "The course hub did not start" in refused.stderr and "sudo chmod 1777" in refused.stderr, refused.stderr
+        ns.shell(MAKE_EXCHANGE.replace("sudo ", "").replace("teacher", people["instructor"]))
+        proc = ns.popen(start, log=log, cwd=state, env=env)
         base = f"http://127.0.0.1:{port}"
         wait_for_http(f"{base}/hub/login", proc, log)
         print(f"hub up {time.time() - started:.0f} s after the start of set-up")
