@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from nbgrader import utils
 from nbgrader.preprocessors import ClearHiddenTests, ClearMarkScheme
+from traitlets import List
+
+# nbconvert's HTML exporter configures `NbConvertBase.display_data_priority`, which nbgrader's
+# preprocessors inherit without declaring it configurable: traitlets then warns "Config option
+# `display_data_priority` not recognized" on every generate_feedback. Declared configurable
+# here, as nbgrader's own GetGrades declares it (the value plays no part in these two).
+def _display_data_priority() -> List:
+    return List(["text/html", "application/pdf", "text/latex", "image/svg+xml", "image/png", "image/jpeg",
+                 "text/plain"]).tag(config=True)
 
 
 class ClearHiddenTestsInReleasedCells(ClearHiddenTests):
@@ -11,6 +20,8 @@ class ClearHiddenTestsInReleasedCells(ClearHiddenTests):
     autograde), as nbgrader's ClearHiddenTests does; leave a student's own cells alone. Their
     text is theirs to read back, and one holding "### BEGIN HIDDEN TESTS" (in a markdown cell,
     or unclosed) made nbgrader fail that student's whole feedback."""
+
+    display_data_priority = _display_data_priority()
 
     def preprocess_cell(self, cell, resources, cell_index):
         if not utils.is_locked(cell):
@@ -22,6 +33,8 @@ class ClearMarkSchemeInReleasedCells(ClearMarkScheme):
     """Remove the mark scheme from the course's locked cells (the rubric), as nbgrader's
     ClearMarkScheme does; leave a student's own cells alone (an unclosed "### BEGIN MARK
     SCHEME" in a written answer made nbgrader fail that student's whole feedback)."""
+
+    display_data_priority = _display_data_priority()
 
     def preprocess_cell(self, cell, resources, cell_index):
         if not utils.is_locked(cell):
