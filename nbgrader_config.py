@@ -1,6 +1,7 @@
 """nbgrader settings for the course kit; run nbgrader commands from this folder."""
 import os
 import sys
+import warnings
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)  # so nbgrader can load graders.preprocessors
@@ -16,6 +17,11 @@ from graders.preprocessors import (  # noqa: E402
     ClearHiddenTestsInReleasedCells, ClearMarkSchemeInReleasedCells, DropClearedCellMetadata, FillGradeCells,
     GetGradesWithPending, RestoreLockedCells,
 )
+
+# nbgrader 0.9 adds a student's first submission to the gradebook in a way SQLAlchemy 2
+# warns about (the submission is recorded all the same): not an error of the course.
+warnings.filterwarnings("ignore", message=r"Object of type <\w+> not in session, add operation along",
+                        module=r"nbgrader\.api")
 
 c = get_config()  # noqa: F821
 # The graders' limits (time, memory, judges, sandbox): one file, read by every grading route.
