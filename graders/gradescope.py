@@ -296,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(e))
     print(f"wrote {out}: upload it as the autograder of {args.assignment} on Gradescope "
           f"(Configure Autograder > Zip file upload; base image Ubuntu 22.04 or 24.04)")
+    print(f"It holds the course's grading secret ({SECRET_NAME}: every hidden input is drawn from it) and "
+          f"the hidden graders: keep the zip where only the course's staff can read it, never beside "
+          f"the hand-out; whoever reads it can compute every hidden input.")
     written = get_assignment(args.assignment).written
     if written:
         print(f"The autograder gives the {sum(p.points for p in get_assignment(args.assignment).parts):g} code "

@@ -26,8 +26,10 @@ def bundle(tmp_path_factory):
     """The bundle as the README builds it: `python -m graders.gradescope build ...`."""
     out = tmp_path_factory.mktemp("bundle") / "gradescope-problem1.zip"
     levels = [f"{name}={level}" for name, level in LEVELS.items()]
-    subprocess.run([sys.executable, "-m", "graders.gradescope", "build", "-a", "problem1", "-o", str(out),
-                    "--visibility", *levels], cwd=REPO_ROOT, check=True, capture_output=True)
+    built = subprocess.run([sys.executable, "-m", "graders.gradescope", "build", "-a", "problem1", "-o", str(out),
+                            "--visibility", *levels], cwd=REPO_ROOT, check=True, capture_output=True, text=True)
+    # The instructor is told what the zip carries: the secret every hidden input comes from.
+    assert "It holds the course's grading secret (.grading-secret" in built.stdout, built.stdout
     return out
 
 
