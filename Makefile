@@ -39,11 +39,12 @@ test: $(BIN)/.installed
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The fast tier (tests/unit: no grading runs, no JAX) waits more than it computes (the
-# protocol's deadline tests sleep), so 4 workers on 2 cores: about 8 s against 13 serially.
+# protocol's deadline tests sleep), so 4 workers on 2 cores: about 8 s against 13 serially. The
+# tests that import nbconvert and nbgrader (a second each) share one worker (xdist_group).
 FAST_WORKERS ?= 4
 
 test-fast: $(BIN)/.installed
-	$(BIN)/python -m pytest -n $(FAST_WORKERS) tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadgroup tests/unit $(PYTEST_ARGS)
 
 clean:
 	rm -rf .venv .venv311 .venv312 submitted autograded feedback gradebook.db

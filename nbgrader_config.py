@@ -66,6 +66,12 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties,
     CheckCellMetadata,
 ]
+# nbgrader parses every submitted notebook in this process: it reads one only within the
+# course's bounds (c.Limits.submission_mib, notebook_depth, notebook_nodes, checked on its bytes
+# before nbformat parses it; one beyond them fails for that student only, the log naming the
+# bound), and `nbgrader autograde` holds at most c.Limits.nbgrader_memory_gib (a memory cgroup
+# of its own where one can be made, else the log says why not; formgrader's server never).
+c.Autograde.exporter_class = "graders.nbgrader_bounds.BoundedNotebookExporter"
 # Written answers: each has a locked rubric cell for graders (a mark scheme region in a
 # read-only markdown cell, not a "task" cell, which nbgrader would count as one more answer to
 # grade by hand). The release and the feedback remove the mark scheme.
@@ -83,6 +89,14 @@ c.HTMLExporter.extra_template_basedirs = [
     os.path.join(here, "graders", "templates"),
     os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "templates"),
 ]
+# Student HTML never runs where anyone looks: formgrader's submission page (it reads this
+# config and finds the kit's "formgrade" page first, as "feedback" above) and the feedback
+# page keep only safe HTML of every markdown cell, written answer, comment and output
+# (`clean_html`, graders/html_safety.py), and carry a content security policy: no script on
+# the feedback page, only formgrader's own on its page (tests/test_hostile_html.py).
+c.HTMLExporter.sanitize_html = True
+c.HTMLExporter.filters = {"clean_html": "graders.html_safety.clean_html",
+                          "formgrade_csp": "graders.html_safety.formgrade_csp"}
 # Duplicated grade cells: nbgrader keeps the last one; the others become ordinary cells
 # (without DropClearedCellMetadata nbgrader 0.9 fails the whole notebook). RestoreLockedCells
 # is OverwriteCells without its tampering warnings for cells exactly as released.

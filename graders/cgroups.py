@@ -16,9 +16,16 @@ is killed by the kernel inside its group (never a neighbour), and `oom_kills` sa
 Where no cgroup can be made (not root under cgroup v1, no memory controller, a container that
 forbids it), `WorkerCgroup.create` returns None and `problem()` says why; the sandbox then
 relies on its fallback (sized tmpfs everywhere, read-only /dev, System V limits, rlimits).
+
+A trusted process of the kit that parses what students send (`nbgrader autograde`) can bound
+its own memory the same way (`bound_process`): it moves into a group of its own, `PROCESS`-<pid>,
+beneath the group it was in, and the groups of its workers are made beside that one (as beside
+`LEAF`), never beneath it, so that its bound and theirs stay apart.
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import itertools
 import logging
@@ -43,15 +50,24 @@ def _own_cgroups() -> dict[str, str]:
     return found
 
 
+LEAF = "scaling-jax-kit-grader"
+"""cgroup v2: the leaf the grader's own group's processes move into (see `_v2_delegate`)."""
+PROCESS = "scaling-jax-kit-process"
+"""The group a trusted process bounds itself in is `PROCESS`-<pid> (`bound_process`)."""
+
+
+def _made_here(path: str) -> str:
+    """The group beneath which groups are made for a process in `path`: its parent when `path`
+    is a leaf the kit moved it into (`LEAF`, `PROCESS`-<pid>), else `path` itself."""
+    name = os.path.basename(path.rstrip("/"))
+    return os.path.dirname(path.rstrip("/")) if name == LEAF or name.startswith(PROCESS + "-") else path
+
+
 def _v1_folder(controller: str, own: dict[str, str]) -> str | None:
     folder = os.path.join(ROOT, controller)
     if controller in own and os.path.isfile(os.path.join(folder, "cgroup.procs")):
-        return os.path.join(folder, own[controller].lstrip("/"))
+        return os.path.join(folder, _made_here(own[controller]).lstrip("/"))
     return None
-
-
-LEAF = "scaling-jax-kit-grader"
-"""cgroup v2: the leaf the grader's own group's processes move into (see `_v2_delegate`)."""
 
 
 def _v2_folder(own: dict[str, str]) -> str | None:
@@ -62,9 +78,7 @@ def _v2_folder(own: dict[str, str]) -> str | None:
         if "" in own and os.path.isfile(controllers):
             with open(controllers) as f:
                 if "memory" in f.read().split():
-                    path = own[""].rstrip("/")
-                    path = os.path.dirname(path) if os.path.basename(path) == LEAF else path
-                    return os.path.join(mount, path.lstrip("/"))
+                    return os.path.join(mount, _made_here(own[""]).lstrip("/"))
     return None
 
 
@@ -227,3 +241,76 @@ def problem() -> str | None:
         return f"making a cgroup beneath {parent} failed ({e.strerror or e})"
     probe.close()
     return None
+
+
+def bound_process(memory_bytes: int) -> tuple[bool, str]:
+    """Move this process (all its threads, and what it starts from now on) into a memory cgroup
+    of its own, `PROCESS`-<pid>, made beneath its own group and bounded at `memory_bytes`
+    (swap included, where it is accounted): (True, where) when it is bounded, already or now,
+    (False, why not) when no cgroup can be made here; never raises. The group is removed when
+    the process exits (a group left by a process killed outright, empty, is removed by the
+    next one). The memory it already held stays charged where it was, unless the kernel moves
+    it along (cgroup v1's `memory.move_charge_at_immigrate`, asked for)."""
+    try:
+        own = _own_cgroups()
+    except OSError:
+        return False, "this system has no cgroups (/proc/self/cgroup)"
+    v2, v1 = _v2_folder(own), _v1_folder("memory", own)
+    current = own.get("" if v2 else "memory", "")
+    if os.path.basename(current.rstrip("/")).startswith(PROCESS + "-"):
+        return True, f"already in its own memory cgroup ({current})"
+    parent = v2 or v1
+    if parent is None:
+        return False, "no cgroup hierarchy with a memory controller is mounted"
+    if not os.access(parent, os.W_OK):
+        return False, f"it may not make cgroups beneath its own ({parent}): run it as root, or in a delegated cgroup"
+    _remove_stale(parent)
+    folder = os.path.join(parent, f"{PROCESS}-{os.getpid()}")
+    try:
+        if v2:
+            _v2_delegate(parent)
+        os.mkdir(folder)
+    except OSError as e:
+        return False, f"making a cgroup beneath {parent} failed ({e.strerror or e})"
+    try:
+        if v2:
+            _write(os.path.join(folder, "memory.max"), memory_bytes)
+            _write(os.path.join(folder, "memory.swap.max"), 0)
+        else:
+            _write(os.path.join(folder, "memory.limit_in_bytes"), memory_bytes)
+            memsw = os.path.join(folder, "memory.memsw.limit_in_bytes")
+            if os.path.exists(memsw):
+                _write(memsw, memory_bytes)
+            try:  # what it holds already counts too (deprecated in newer kernels: then it stays behind)
+                _write(os.path.join(folder, "memory.move_charge_at_immigrate"), 3)
+            except OSError:
+                pass
+        _write(os.path.join(folder, "cgroup.procs"), os.getpid())
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+        return False, f"bounding its memory in {folder} failed ({e.strerror or e})"
+    back = os.path.join(parent, LEAF) if v2 else parent  # v2: a group that hands controllers down holds no process
+    atexit.register(_leave, folder, back)
+    return True, folder
+
+
+def _leave(folder: str, back: str) -> None:
+    """At exit: move this process back where it came from, and remove its group."""
+    with contextlib.suppress(OSError):
+        _write(os.path.join(back, "cgroup.procs"), os.getpid())
+        os.rmdir(folder)
+
+
+def _remove_stale(parent: str) -> None:
+    """Remove the `PROCESS` groups beneath `parent` of processes that no longer exist (killed
+    outright: no exit handler ran). A group that still holds a process is never removed."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PROCESS) + 1:] if name.startswith(PROCESS + "-") else ""
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(parent, name))

@@ -6,7 +6,8 @@ A submission reaches the graders through many routes (`python -m graders`, a fol
 archive), and on each one it is hostile: a symbolic link to the course's secret or to the
 instructor's solutions, a FIFO that never ends, a device. `read_submission` opens it without
 following any link, from a trusted folder down to the file, and reads it only if it is a
-regular file: anything else is refused, and nothing it names is ever read.
+regular file: anything else is refused, and nothing it names is ever read. A file to grade is
+bounded too, before anything parses it: its size, and a notebook's JSON (`graders.notebook_bounds`).
 """
 from __future__ import annotations
 
@@ -18,10 +19,6 @@ import os
 import secrets
 import stat
 import tempfile
-
-MAX_SUBMISSION_BYTES = 32 * 2**20
-"""A larger file is not graded (notebooks with big outputs stay far below this)."""
-
 
 class NotASubmission(ValueError):
     """A path that is not a regular file reached without links (a link, a FIFO, a device,
@@ -83,26 +80,41 @@ def check_submission(path: str, trusted: str | None = None) -> None:
         os.close(fd)
 
 
-def read_submission(path: str, trusted: str | None = None, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
+def read_submission(path: str, trusted: str | None = None, limit: int | None = None, limits=None) -> bytes:
     """The bytes of the submission at `path`, if it is a regular file reached without links
-    (from the folder `trusted` down, when given) and at most `limit` bytes; `NotASubmission`
-    otherwise."""
+    (from the folder `trusted` down, when given) and within its bounds; `NotASubmission`
+    otherwise (`notebook_bounds.NotebookTooLarge`, one, for a notebook beyond its bounds).
+
+    Without `limit` the file is one to grade, bounded by `limits` (`graders.settings.Limits`;
+    by default the course's, `grading_config.py`): at most `submission_mib`, and a notebook
+    (`.ipynb`) within `notebook_depth` and `notebook_nodes`, measured on its bytes
+    (`notebook_bounds.check_notebook`) before anything parses it. With `limit` it is a file
+    only read or copied, never parsed here: at most `limit` bytes."""
+    from .notebook_bounds import FIX, check_notebook
+
+    if limit is None:
+        from .settings import course_limits
+
+        limits = limits or course_limits()
+    cap = limits.submission_bytes if limit is None else limit
     fd = _open_beneath(path, trusted)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotASubmission(f"{path} is {_kind(info.st_mode)}: only regular files are graded")
-        too_large = NotASubmission(f"{path} is larger than {limit // 2**20} MiB; clear the notebook's "
-                                   f"outputs (Edit > Clear Outputs of All Cells) and hand it in again")
-        if info.st_size > limit:
+        where = " (c.Limits.submission_mib)" if limit is None else ""
+        too_large = NotASubmission(f"{path} is larger than {cap / 2**20:g} MiB{where}; {FIX}")
+        if info.st_size > cap:
             raise too_large
         with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(info.st_size + 1)
-            if len(data) > limit or f.read(1):  # it grew while being read
+            if len(data) > cap or f.read(1):  # it grew while being read
                 raise too_large
-        return data
     finally:
         os.close(fd)
+    if limit is None and path.endswith(".ipynb"):
+        check_notebook(data, limits, path)
+    return data
 
 
 def copy_regular_tree(source: str, dest: str, ignore=lambda folder, names: set(), on_refused=print) -> None:

@@ -35,7 +35,8 @@ CONFIG = "gradescope.json"
 SECRET_NAME = ".grading-secret"
 # Trusted files only: the graders minus the nbgrader glue and the sample submissions.
 LEFT_OUT = ("graders/preprocessors", "graders/samples", "graders/demo.py", "graders/build.py",
-            "graders/handout.py")
+            "graders/handout.py", "graders/nbgrader_bounds.py", "graders/collect.py", "graders/exchange.py",
+            "graders/release.py", "graders/html_safety.py")
 
 SUPPORTED_PYTHONS = ("3.11", "3.12")
 """Python versions the kit supports (pyproject.toml's requires-python)."""

@@ -257,7 +257,7 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits | 
         prepared = stack.enter_context(prepared or Prepared(limits))
         jobs = _jobs(assignment, grading_secret() if secret is None else secret)
         try:
-            text, problems = read_submission(submission, trusted_folder).decode("utf-8", errors="replace"), []
+            text, problems = read_submission(submission, trusted_folder, limits=limits).decode("utf-8", errors="replace"), []
         except NotASubmission as e:
             text, problems = None, [str(e)]
         setup = dataclasses.replace(prepared.setup, function_of={j.id: j.part.name for j in jobs})

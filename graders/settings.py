@@ -28,7 +28,8 @@ SANDBOXES = ("auto", "bubblewrap", "uid", "none")
 
 
 class Limits(Configurable):
-    """Resource limits of one grading: time, memory, disk, failures, judges, isolation."""
+    """Resource limits of one grading: time, memory, disk, failures, judges, isolation, and the
+    size of what is graded."""
 
     cell_timeout = Float(60.0, help="Seconds one notebook cell (or a .py module) may run.").tag(config=True)
     case_timeout = Float(60.0, help="Seconds tracing and exporting one case may take.").tag(config=True)
@@ -51,6 +52,20 @@ class Limits(Configurable):
     judges = Integer(0, help="Judge workers compiling one submission's programs side by side; 0: "
                              "one per core this grading may use (cores / concurrent "
                              "gradings, at most 2).").tag(config=True)
+    submission_mib = Integer(32, help="MiB of a submission (a notebook or a .py module): a larger file is "
+                                      "not graded, on every route (nbgrader's autograde too).").tag(config=True)
+    notebook_depth = Integer(64, help="Levels a submitted notebook's JSON may nest (a notebook saved by "
+                                      "Jupyter nests about 7): checked on its bytes before anything parses "
+                                      "it, on every route (graders.notebook_bounds).").tag(config=True)
+    notebook_nodes = Integer(100_000, help="JSON values (objects, arrays, strings, numbers) a submitted "
+                                           "notebook may hold (the course's own, run with outputs: about "
+                                           "2,000): parsing costs memory per value, whatever its bytes, so "
+                                           "a notebook with more is not graded, on every route; checked on "
+                                           "its bytes before anything parses it.").tag(config=True)
+    nbgrader_memory_gib = Float(2.0, help="GiB `nbgrader autograde`'s own process may hold (a memory "
+                                          "cgroup of its own, where one can be made; its sandboxed workers "
+                                          "have theirs beside it): the largest notebooks the bounds above "
+                                          "let through take it to about 0.7 GiB; 0: no bound.").tag(config=True)
     sandbox = Enum(SANDBOXES, "auto", help="'auto' (bubblewrap; as root without it, a dedicated uid; "
                                            "else refuse), 'bubblewrap', 'uid', or 'none' (no "
                                            "isolation: only for code you trust).").tag(config=True)
@@ -62,6 +77,14 @@ class Limits(Configurable):
     @property
     def tmp_bytes(self) -> int:
         return self.tmp_mib * 2**20
+
+    @property
+    def submission_bytes(self) -> int:
+        return self.submission_mib * 2**20
+
+    @property
+    def nbgrader_memory_bytes(self) -> int:
+        return int(self.nbgrader_memory_gib * 2**30)
 
     @property
     def cpu_seconds(self) -> int:
@@ -119,6 +142,11 @@ def load_config(path: str | None = None) -> Config:
     if not os.path.isfile(path):
         return Config()
     return PyFileConfigLoader(os.path.basename(path), path=os.path.dirname(os.path.abspath(path))).load_config()
+
+
+def course_limits() -> Limits:
+    """The course's limits (`grading_config.py`), for a reader given none by its command."""
+    return Limits(config=load_config())
 
 
 def add_arguments(parser: argparse.ArgumentParser | object) -> None:

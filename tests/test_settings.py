@@ -17,7 +17,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(REPO_ROOT, "tests", "submissions", "probes", "limits_probe.py")
 CHANGED = dict(cell_timeout=1.5, case_timeout=2.5, stall_timeout=40.0, run_timeout=30.0,
                submission_timeout=200.0, memory_gib=2.5, tmp_mib=96, processes=300, max_strikes=1,
-               judges=1, sandbox="bubblewrap")
+               judges=1, submission_mib=16, notebook_depth=32, notebook_nodes=5_000, nbgrader_memory_gib=1.5,
+               sandbox="bubblewrap")
 
 
 def parse(argv: list[str]):

@@ -2,6 +2,11 @@
 locked cells lose their hidden tests and mark schemes; a student's own text is left as written."""
 from __future__ import annotations
 
+import pytest
+
+# nbconvert and nbgrader take a second to import: their tests share one worker of the fast tier.
+pytestmark = pytest.mark.xdist_group("nbconvert")
+
 
 def cell(kind, source, **nbgrader):
     import nbformat
