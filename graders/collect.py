@@ -82,6 +82,20 @@ def shown(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def account_names(student: str) -> tuple[str, str]:
+    """(first, last) name of a user of this machine from their account's full name (its GECOS
+    field: `useradd -c "Alice Liddell"`), in letters, spaces, dots, hyphens and apostrophes
+    only; ("", student id) for an account with no full name; ("", "") for no such user."""
+    try:
+        full = pwd.getpwnam(student).pw_gecos.split(",")[0]
+    except KeyError:
+        return "", ""
+    words = re.sub(r"[^\w .'-]", "", full).split()
+    if not words:
+        return "", student
+    return " ".join(words[:-1]), words[-1]
+
+
 def _user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -182,6 +196,24 @@ class CollectRegularFiles(ExchangeCollect):
                                  shown(hand_in.refusal))
         self.src_records = [r for r in self.src_records if r.refusal is None]
         super().copy_files()
+        self._name_students(sorted({r.username for r in self.src_records}))
+
+    def _name_students(self, students: list[str]) -> None:
+        """Give each collected student who is a user of this machine, and has no name in the
+        gradebook yet, their account's full name (formgrader shows "None, None" otherwise)."""
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            for student in students:
+                try:
+                    known = gb.find_student(student)
+                    if known.first_name or known.last_name:
+                        continue
+                except MissingEntry:
+                    pass
+                first, last = account_names(student)
+                if last:
+                    gb.update_or_create_student(student, first_name=first, last_name=last)
 
     def do_copy(self, src, dest, log=None):
         self._copy_regular(src, dest)

@@ -16,11 +16,12 @@
   `nbgrader_config.py` formgrader loads. Formgrader opens in a browser tab of its own,
   `/user/<name>/formgrader`: JupyterHub 4.1 and later forbid the frame JupyterLab's
   *Nbgrader > Formgrader* panel would show it in (a page of another user's server could
-  otherwise drive it).
+  otherwise drive it), so that menu entry, which would stay blank, is left out.
 The users' settings are written when the hub starts, under this environment's
 `share/scaling-jax-hub/`, which every user can read.
 """
 import grp
+import json
 import os
 import pwd
 import sys
@@ -59,6 +60,10 @@ def write_settings() -> dict[str, str]:
     os.makedirs(instructor, mode=0o755, exist_ok=True)
     with open(os.path.join(instructor, "nbgrader_config.py"), "w") as f:
         f.write(INSTRUCTOR_NBGRADER_CONFIG.format(course=COURSE))
+    # No Nbgrader > Formgrader: its panel is a frame JupyterHub forbids, so it would stay blank.
+    os.makedirs(os.path.join(instructor, "labconfig"), mode=0o755, exist_ok=True)
+    with open(os.path.join(instructor, "labconfig", "page_config.json"), "w") as f:
+        json.dump({"disabledExtensions": {"@jupyter/nbgrader:formgrader": True}}, f, indent=2)
     return {"instructor": instructor, "student": write_student_config(os.path.join(SETTINGS, "student"))}
 
 

@@ -80,6 +80,7 @@ def test_the_exchange_is_the_instructors_and_hand_ins_are_their_students(course)
     """Walked in order: a refused exchange, the README's set-up, a release, students' attacks
     on the course folder and on each other's hand-ins, collect, autograde and the gradebook."""
     ns, alice, mallory = course["ns"], course["people"]["alice"], course["people"]["mallory"]
+    ns.run(["chfn", "--full-name", "Alice Liddell", alice])  # her account's name: formgrader shows it
     instructor(course, "-m", "nbgrader", "db", "assignment", "add", ASSIGNMENT, f"--duedate={DUE}")
     instructor(course, "-m", "nbgrader", "generate_assignment", ASSIGNMENT, "--force")
 
@@ -178,3 +179,6 @@ def test_the_exchange_is_the_instructors_and_hand_ins_are_their_students(course)
         assert mine.total_seconds_late > 3600 * 24 * 365
         hers = gb.find_submission(ASSIGNMENT, alice)
         assert abs(hers.timestamp - today) < datetime.timedelta(minutes=10)
+        # Students named as their accounts name them, not "None, None".
+        assert (gb.find_student(alice).first_name, gb.find_student(alice).last_name) == ("Alice", "Liddell")
+        assert (gb.find_student(mallory).first_name, gb.find_student(mallory).last_name) == ("", mallory)

@@ -32,7 +32,7 @@ import nbformat
 import pytest
 
 from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_group, add_user, copy_kit, dismiss_news,
-                    free_port, launch_chromium, open_assignment_list, remove_group, remove_user,
+                    free_port, launch_chromium, menu, open_assignment_list, remove_group, remove_user,
                     let_users_run_stack_python, require_root_machine, release_scratch, save, scratch_folder, stack_python, stop,
                     submit_from_assignment_list, sync_playwright, type_into_cell, unique_name, wait_for_http,
                     wait_kernel_idle)
@@ -48,6 +48,8 @@ INSTALL = ("sudo python3 -m venv --upgrade-deps /opt/scaling-jax && "
            "sudo /opt/scaling-jax/bin/pip install /srv/scaling-jax -r /srv/scaling-jax/hub/requirements.txt")
 MAKE_EXCHANGE = ("sudo install -d -m 1777 /usr/local/share/nbgrader/exchange && "
                  "sudo install -d -m 0755 -o teacher /usr/local/share/nbgrader/exchange/scaling-jax")
+COPY = "sudo install -d -m 700 /srv/scaling-jax && git archive HEAD | sudo tar -x -C /srv/scaling-jax"
+"""The README's copy of the kit for root: this test makes the same copy of the working tree (`copy_kit`)."""
 START = ("sudo /opt/scaling-jax/bin/jupyterhub -f /srv/scaling-jax/hub/jupyterhub_config.py")
 GRADE_ON_HUB = f"python -m graders submitted/STUDENT/{NOTEBOOK} --assignment {ASSIGNMENT} -o results.json"
 
@@ -55,7 +57,7 @@ GRADE_ON_HUB = f"python -m graders submitted/STUDENT/{NOTEBOOK} --assignment {AS
 def test_readme_shows_the_hub_commands(repo_root):
     """Are the commands this test runs the ones the README's hub section gives?"""
     readme = open(os.path.join(repo_root, "README.md")).read()
-    for command in (MAKE_EXCHANGE, INSTALL, START, ".ci/hub-packages", "chmod 700",
+    for command in (COPY, MAKE_EXCHANGE, INSTALL, START, ".ci/hub-packages", "chmod 700",
                     "/user/<instructor>/formgrader"):
         assert command in readme, command
 
@@ -107,6 +109,8 @@ def hub(shots):
         for role, name in people.items():
             group = groups["instructors"] if role == "instructor" else groups["students"]
             homes[name] = add_user(name, passwords[name], groups=(group,), homes=scratch)
+            if role != "instructor":  # the README's `useradd -c "Alice Liddell"`
+                subprocess.run(["chfn", "--full-name", f"{role.title()} Liddell", name], check=True, capture_output=True)
         course = copy_kit(os.path.join(homes[people["instructor"]], "scaling-jax"))
         subprocess.run(["chown", "-R", f"{people['instructor']}:", course], check=True)
         port, hub_port, api_port = free_port(), free_port(), free_port()
@@ -271,6 +275,10 @@ def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
             teacher = pages["instructor"] = log_in(browser, hub, people["instructor"])
             shot = lambda page, name: page.screenshot(path=os.path.join(shots, name + ".png"))  # noqa: E731
             shot(teacher, "01-instructor-lab")
+            menu(teacher, "Nbgrader")  # no Formgrader entry: its panel would stay blank on a hub
+            entries = teacher.locator(".lm-Menu .lm-Menu-itemLabel").all_inner_texts()
+            teacher.keyboard.press("Escape")
+            assert "Assignment List" in entries and not any("Formgrader" in e for e in entries), entries
             open_formgrader(teacher, hub)
             shot(teacher, "02-formgrader")
             formgrader_action(teacher, ASSIGNMENT, "assign")
@@ -336,6 +344,11 @@ def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
         assert {k: gradebook[k] for k in by_function} == by_function, (student, gradebook, by_function)
         print(f"{student}: {sum(by_function.values())} / 10 code points, formgrader and command line agree")
     assert sum(gradebook_scores(hub, people["alice"]).values()) == 10
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{hub['course']}/gradebook.db") as gb:  # formgrader names them, not "None, None"
+        assert [(gb.find_student(people[s]).first_name, gb.find_student(people[s]).last_name)
+                for s in ("alice", "bob")] == [("Alice", "Liddell"), ("Bob", "Liddell")]
     assert sum(gradebook_scores(hub, people["bob"]).values()) < 10
 
     # Each student's feedback is their own, with no mark scheme.
