@@ -125,39 +125,18 @@ class Part:
     """One sentence: what it computes and how."""
     args: tuple[Arg, ...]
     result: Arg
-    rule: Any
-    """A communication rule from `assignments.rules`."""
+    rules: tuple
+    """Every rule the function's program must keep, in one declared list: on its compiled
+    program's communication, memory and work (`assignments.rules`), and on how it is written
+    (`assignments.style_rules`: jax.jit only, with shard_map, the work inside it, an argument
+    kept on its axis, a collective written by the student). `python -m assignments.rules`
+    lists them with their ids and explanations."""
     reference: Callable[..., np.ndarray]
     """Dense float64 NumPy reference: ``reference(*arrays, mesh=(nX, nY), **statics)``."""
     visible_case: Case
     """The one small configuration the notebook's visible check uses."""
     statics: tuple[str, ...] = ()
     """Names of static keyword arguments (after ``mesh``)."""
-    style: str | None = None
-    """``'jit'``: must not use shard_map; ``'shard_map'``: must use it; None: either."""
-    writes: str | None = None
-    """For a shard_map part, the collective the student writes in it, as the lowered (StableHLO)
-    program names it (``'all_reduce'`` for psum, ``'all_gather'``): jax.jit's own collectives
-    appear only when XLA partitions the program, so an identity shard_map with jax.jit doing
-    the work around it lowers without one."""
-    writes_of: str | None = None
-    """The argument whose data that collective carries (the tokens A): one of them over
-    `writes_over` must carry this argument as it is (`DataFlow.carried_sources`: not only
-    products of it, nor integers) or be computed from it and from no other float one (a
-    one-hot dispatch), by the lowered program's data flow (`evaluate.written_collectives`), in
-    pieces of at least one of its rows per device: a number made from it carries none of it."""
-    stays_on: tuple[str, str] | None = None
-    """(An argument, a mesh axis): no collective the submission writes carries, over that axis,
-    that argument as it is (`DataFlow.carried_sources`: the experts W never cross X, only their
-    products with the tokens), and every shard_map takes it as it arrives, split over that axis
-    as its own sharding splits it (`evaluate.shard_map_inputs`)."""
-    work_in_shard_map: bool = False
-    """For a shard_map part: its sums, matmuls and convolutions run inside the shard_map, not
-    in jax.jit around an identity shard_map (or one whose psum the compiler drops)."""
-    writes_over: str | None = None
-    """The mesh axis that collective must run over (one of them at least): an all-gather of
-    the tokens over X, not of something else over Y while in_specs that replicate the experts
-    over X make jax.jit gather them at the shard_map's boundary."""
     eager: bool = False
     """Called eagerly on concrete arrays, not traced: graded on the result's shape, dtype,
     sharding and values as reported by the submission's process (no artifact, no HLO)."""
@@ -186,6 +165,20 @@ class Part:
     takes_mesh: bool = True
     """False for a single-device function called without ``mesh`` (e.g. problem2's
     ``moe_local(W, A, B)``): its cases use a 1x1 mesh, so every argument sits on one device."""
+
+    @property
+    def rule(self):
+        """The rules on the compiled program (communication, memory, work), as one: what the
+        visible check states as allowed, and what runs after the program ran."""
+        from .rules import AllOf
+
+        compiled = tuple(r for r in self.rules if not r.reads_lowered)
+        return compiled[0] if len(compiled) == 1 else AllOf(compiled)
+
+    @property
+    def style_rules(self) -> tuple:
+        """The rules on how the function is written, read from its lowered program, in order."""
+        return tuple(r for r in self.rules if r.reads_lowered)
 
     def call_kwargs(self, mesh, statics) -> dict:
         """The keyword arguments the function is called with: ``mesh`` (unless it takes
@@ -726,7 +719,7 @@ def style_on_every_mesh(part: Part, cases: list[CaseResult]) -> list[CaseResult]
     """The cases of `part` with its style verdict carried to every mesh: the style is a property
     of the code, so a program that shows on one mesh that it lacks its shard_map (or the
     collective written in it) lacks it on the meshes that cannot show it (`style_shows`)."""
-    if part.style != "shard_map" and not part.writes:
+    if all(r.judged_everywhere for r in part.style_rules):
         return cases
     shown = [(p, c.case.mesh) for c in cases if style_shows(c.case.mesh)
              for p in c.problems if p.startswith(f"{part.name} must ")]

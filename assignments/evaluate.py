@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
-import re
 import warnings
-from typing import NamedTuple
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import (MESH_AXES, Case, CaseResult, DataFlow, Part, Tree, arg_attrs, arg_leaves, as_float64,
-                       called_function, check_call, collective_axes, map_args, program_ops, style_shows,
-                       uses_shard_map, work_outside_shard_map)
+from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, as_float64, check_call, map_args
 from .hlo import ProgramAnalysis, analyze
 from .rules import ring_directions_note
+from .style_rules import style_problems
 
 
 AXIS_TYPES = {"auto": AxisType.Auto, "explicit": AxisType.Explicit}
@@ -220,7 +216,7 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
     """Run a compiled case on `arrays` and judge it against the contract. Without
     `show_values` (the graders' hidden cases) no message quotes a value of the case."""
     analysis = analyze(compiled, mesh)
-    rule_problems = _style_problems(part, case, stablehlo_text)
+    rule_problems = style_problems(part, case, stablehlo_text)
     try:
         args = place(arrays, part, mesh)
         out = jax.block_until_ready(compiled(*args))  # finished before count_when_run profiles a run
@@ -256,273 +252,6 @@ def _far_off(out, reference) -> bool:
     rms = float(np.sqrt(np.mean(want ** 2))) if want.size else 0.0
     return got.shape == want.shape and rms > 0 and float(np.sqrt(np.mean((got - want) ** 2))) > 0.1 * rms
 
-
-COLLECTIVE_OPS = frozenset("stablehlo." + op for op in ("all_reduce", "all_gather", "all_to_all", "collective_permute",
-                                                          "reduce_scatter", "collective_broadcast"))
-"""The collectives of a lowered (StableHLO) program."""
-
-
-class WrittenCollective(NamedTuple):
-    op: str
-    """``all_gather``, ``all_to_all``, ..."""
-    axes: frozenset[str]
-    sources: tuple[frozenset[int], ...]
-    """Each operand's sources (`DataFlow.sources`)."""
-    carried: tuple[frozenset[int], ...]
-    """The arguments each operand carries as they are, not as results of a product
-    (`DataFlow.carried_sources`)."""
-    whole_sources: tuple[frozenset[int], ...]
-    """`sources`, not through values of fewer elements than `written_collectives`'
-    `narrower_than` (the same when it is 0)."""
-    whole_carried: tuple[frozenset[int], ...]
-    """`carried`, likewise."""
-
-
-@functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
-                        narrower_than: int = 0) -> list[WrittenCollective]:
-    """Each collective of a lowered program (``all_gather``, ...), parsed once per program as
-    `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
-    on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
-    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device; a permute's axes
-    are those its pairs cross.
-    Sources: the positions of the program's arguments an operand is computed from
-    (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
-    in order); `whole_sources` and `whole_carried`, not through values of fewer elements than
-    `narrower_than` (one row of an argument)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    found: list[WrittenCollective] = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-
-        def visit(operation):
-            operation = operation.operation
-            if operation.name not in COLLECTIVE_OPS:
-                return ir.WalkResult.ADVANCE
-            axes = collective_axes(operation, tuple(mesh_shape), MESH_AXES)
-            sources = tuple(flow.sources([v]) for v in operation.operands)
-            carried = tuple(flow.carried_sources([v]) for v in operation.operands)
-            if narrower_than:
-                whole = (tuple(flow.sources([v], narrower_than) for v in operation.operands),
-                         tuple(flow.carried_sources([v], narrower_than) for v in operation.operands))
-            else:
-                whole = (sources, carried)
-            found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
-                                           sources, carried, *whole))
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-    return found
-
-
-class ShardMapInput(NamedTuple):
-    carried: frozenset[int]
-    """The arguments this input carries as they are (`DataFlow.carried_sources`)."""
-    as_it_arrives: bool
-    """Is it an argument itself, through reshapes, transposes, casts, calls and sharding
-    constraints only (nothing jax.jit computes from it outside the shard_map)?"""
-    split: frozenset[str]
-    """The mesh axes its in_specs split it over."""
-    left_whole: frozenset[str]
-    """Where it keeps its argument's dimensions (no reshape or transpose between them): the axes
-    the argument's own sharding splits a dimension over that its in_specs leave whole on that
-    dimension (jax.jit gathers the argument over those axes at the boundary)."""
-
-
-SAME_DIMENSIONS_OPS = frozenset({"stablehlo.convert", "stablehlo.bitcast_convert", "func.call", "stablehlo.composite",
-                                 "sdy.sharding_constraint", "stablehlo.optimization_barrier"})
-"""What leaves an argument as it is, dimension for dimension: casts, calls, a reshard."""
-PASSING_OPS = SAME_DIMENSIONS_OPS | {"stablehlo.reshape", "stablehlo.transpose"}
-"""What leaves an argument's values as they are: those, and reshapes and transposes."""
-
-
-@functools.lru_cache(maxsize=16)
-def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
-    """Each input of each outermost shard_map (Shardy's manual computation) of a lowered
-    program: one nested in another (or in a function a shard_map calls) takes what the outer
-    one's body computed on its own devices, where jax.jit moves nothing."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    def dims(text: str) -> list[frozenset[str]]:
-        return [frozenset(re.findall(r'"(\w+)"', d)) for d in re.findall(r"\{[^{}]*\}", text)]
-
-    found = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-        entry = {n: dims(sharding.group(1)) for f in flow.functions.values() if flow.is_entry(f)
-                 for n, attrs in enumerate(arg_attrs(f))
-                 if (sharding := re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]", attrs))}
-        inside: set[str] = set()  # the functions a shard_map's body calls, directly or not
-
-        def calls(operation):
-            operation = operation.operation
-            if (callee := called_function(operation)) is not None:
-                if callee in flow.functions and callee not in inside:
-                    inside.add(callee)
-                    flow.functions[callee].walk(calls)
-            return ir.WalkResult.ADVANCE
-
-        def bodies(operation):
-            if operation.operation.name == "sdy.manual_computation":
-                operation.operation.walk(calls)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(bodies)
-
-        def visit(operation):
-            operation = operation.operation
-            if operation.name != "sdy.manual_computation":
-                return ir.WalkResult.ADVANCE
-            specs = re.findall(r"<@[\w.]+, \[(.*?)\]", str(operation.attributes["in_shardings"])) \
-                if "in_shardings" in operation.attributes else []
-            for k, value in enumerate(operation.operands):
-                spec = dims(specs[k]) if k < len(specs) else []
-                carried = flow.carried_sources([value])
-                same = flow.only_through([value], SAME_DIMENSIONS_OPS)
-                left_whole = frozenset(axis for n in (carried if same else ()) for d, axes in enumerate(entry.get(n, ()))
-                                       for axis in axes if d >= len(spec) or axis not in spec[d])
-                found.append(ShardMapInput(carried, flow.only_through([value], PASSING_OPS),
-                                           frozenset().union(*spec), left_whole))
-            return ir.WalkResult.SKIP  # a shard_map inside it is its body's business
-
-        for name, function in flow.functions.items():
-            if name not in inside:
-                function.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
-
-
-def _row_elements(arg, case: Case) -> int:
-    """Elements of one row of `arg` on a device (its last dimension, divided over the mesh axes
-    its sharding splits that dimension over): one token of A is D/nY floats at P('X', 'Y')."""
-    shape = arg.shape(case)
-    return shape[-1] // arg.splits(case)[-1] if shape else 1
-
-
-def _alone(sources: frozenset[int], of: int, part: Part) -> bool:
-    """Is a value with these sources computed from argument `of` and from no other float one
-    (the tokens dispatched by a one-hot matmul, not mixed with W)?"""
-    others = {i for i, a in enumerate(part.args) if i != of and a.dtype.startswith("float")}
-    return of in sources and not sources & others
-
-
-def _style_problems(part: Part, case: Case, stablehlo_text: str) -> list[str]:
-    """Is the program written in the required style (jax.jit only, or with shard_map)?"""
-    if part.style is None:
-        return []
-    has_shard_map = uses_shard_map(stablehlo_text)
-    if part.style == "jit" and has_shard_map:
-        return [f"{part.name} must use jax.jit only, but the program contains a shard_map."]
-    # Judged where a shard_map shows (`style_shows`); the grading carries the verdict to the
-    # other meshes (`style_on_every_mesh`).
-    judged = style_shows(case.mesh)
-    if part.style == "shard_map" and judged and not has_shard_map:
-        return [f"{part.name} must be written with jax.shard_map, but the program has none."]
-    if part.work_in_shard_map and judged and has_shard_map and "sdy.manual_computation" not in program_ops(stablehlo_text):
-        return [f"{part.name} must be lowered with JAX's default partitioner (Shardy), which the graders read: "
-                f"this program's shard_map was lowered with GSPMD (jax_use_shardy_partitioner was turned off). "
-                f"Leave that flag at its default."]
-    outside = work_outside_shard_map(stablehlo_text) if part.work_in_shard_map and judged else ()
-    if outside:
-        names = ", ".join(sorted(o.removeprefix("stablehlo.") for o in outside))
-        return [f"{part.name} must do its work inside its shard_map, but jax.jit computes around it ({names} "
-                f"outside the shard_map): a shard_map that passes its input through, declares each "
-                f"device's own block replicated (out_specs=P() with check_vma=False and no psum over the "
-                f"axes it is split over), or whose result is thrown away, leaves the work to jax.jit. Sum "
-                f"(and multiply) each device's own block inside the shard_map."]
-    names = [a.name for a in part.args]
-    # One reading of the program's collectives serves both checks below; the tokens' check
-    # reads it in pieces of one token's row at least (`_row_elements`).
-    row = _row_elements(part.args[names.index(part.writes_of)], case) if part.writes_of else 0
-    if part.stays_on and judged:
-        arg, axis = part.stays_on
-        of = names.index(arg)
-        moved = sorted({c.op for c in written_collectives(stablehlo_text, case.mesh, row)
-                        if axis in c.axes and any(of in carried for carried in c.carried)})
-        if moved:
-            return [f"{part.name} must keep {arg} where it lives, but its {', '.join(moved)} over {axis} carries "
-                    f"{arg} itself (not multiplied by the tokens; reshaped, retyped or added to other data "
-                    f"still counts). Each expert's matrix stays on its row: send the tokens to the experts, "
-                    f"and their results back."]
-        inputs = [i for i in shard_map_inputs(stablehlo_text) if of in i.carried]
-        if not all(i.as_it_arrives for i in inputs):
-            return [f"{part.name} must keep {arg} where it lives, but its shard_map takes what jax.jit built from "
-                    f"{arg} around it (sliced, broadcast or combined with other data), which jax.jit may move "
-                    f"between rows. Pass {arg} into the shard_map as it arrives, so each row keeps its experts: "
-                    f"send the tokens to the experts, and their results back."]
-        if any(axis not in i.split or axis in i.left_whole for i in inputs):
-            return [f"{part.name} must keep {arg} where it lives, but its shard_map's in_specs do not split "
-                    f"{arg} over {axis} as {arg} arrives: jax.jit then gathers every row's experts onto each "
-                    f"device at the shard_map's boundary. Give {arg} the in_specs of its own sharding, so each "
-                    f"row keeps its experts: send the tokens to the experts, and their results back."]
-    if not (part.writes and judged):
-        return []
-    written = WRITTEN.get(part.writes, part.writes)
-    collectives = [c for c in written_collectives(stablehlo_text, case.mesh, row) if c.op == part.writes]
-    if part.writes in NAMED_BY_THE_RULE:
-        collectives = [c for c in collectives if part.writes_over in c.axes]
-        if not collectives:
-            return []
-    if "stablehlo." + part.writes not in program_ops(stablehlo_text):
-        return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
-                f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
-                f"inside the shard_map and write the {written} yourself."]
-    if not part.writes_over:
-        return []
-    over = [c for c in collectives if part.writes_over in c.axes and c.carried]
-    if not over:
-        seen = " and ".join(sorted(set().union(*(c.axes for c in collectives)))) or "no axis"
-        return [f"{part.name} must call {written} over {part.writes_over} inside its shard_map, but its {written} "
-                f"runs over {seen} only. Send the tokens over {part.writes_over} yourself: in_specs that "
-                f"replicate an input over {part.writes_over} make jax.jit gather that input (all of it) at the "
-                f"shard_map's boundary instead."]
-    if part.writes_of is None:
-        return []
-    of = names.index(part.writes_of)
-    # The tokens as they are (through any arithmetic but a product), or anything computed from
-    # the tokens and from no other float input (a one-hot dispatch is a product of A alone);
-    # either way in pieces of one token's row at least, never through a single number of them.
-    def tokens(c):
-        return any(of in carried or _alone(sources, of, part)
-                   for carried, sources in zip(c.whole_carried, c.whole_sources))
-
-    if any(map(tokens, over)):
-        # ... and in it alone: tokens that also cross by permutes or psums beside it (in any type)
-        # leave it a decoy to carry, a few of their rows made into nothing.
-        beside = sorted({WRITTEN.get(c.op, c.op) for c in written_collectives(stablehlo_text, case.mesh, row)
-                         if c.op != part.writes and part.writes_over in c.axes and tokens(c)})
-        if not beside:
-            return []
-        return [f"{part.name} must send the tokens ({part.writes_of}) over {part.writes_over} with {written}, but "
-                f"its {', '.join(beside)} over {part.writes_over} carries them too (as they are, in any type, or "
-                f"computed from them alone). {WRITTEN_HINT[part.writes]}"]
-    carried = sorted({names[i] for c in over for each in c.whole_carried for i in each if i < len(names)})
-    what = " and ".join(carried) or "no input as it is (products of the inputs, or values made in the program)"
-    return [f"{part.name} must send the tokens ({part.writes_of}) over {part.writes_over} with {written} inside "
-            f"its shard_map, but no {written} over {part.writes_over} carries them: what they carry is {what}. "
-            f"{WRITTEN_HINT[part.writes]}"]
-
-
-WRITTEN = {"all_reduce": "jax.lax.psum", "all_gather": "jax.lax.all_gather", "all_to_all": "jax.lax.all_to_all",
-           "collective_permute": "jax.lax.ppermute"}
-"""The jax.lax call that lowers to each collective a part may require (`Part.writes`) or
-a message names."""
-NAMED_BY_THE_RULE = frozenset({"all_to_all"})
-"""Collectives whose absence the part's rule already names, read from the compiled program
-(problem2's `TokensByAllToAll`: "no all-to-all over X moves the tokens"): the style check
-only asks what the written ones over `Part.writes_over` carry."""
-WRITTEN_HINT = {
-    "all_gather": "Bring the tokens to the experts: gathering the experts (W) to the tokens moves the matrices "
-                  "the design keeps in place.",
-    "all_to_all": "Send the tokens themselves to their experts' rows in the all_to_all (not as integers, not by "
-                  "permutes or psums beside it, and not as a number computed from them), and their results back "
-                  "the same way.",
-}
-"""What to do when a part's collective does not carry the argument it must (`Part.writes_of`)."""
 
 
 def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_values: bool) -> list[str]:

@@ -20,6 +20,72 @@ from .steps import MAX_EVENTS, event_needs
 Size = Union[int, Callable[[dict], int]]
 
 
+class Rule:
+    """One rule a graded function's program must keep: what it checks, why, and how it is
+    measured, behind one small interface.
+
+    Each kind of rule has an id (`code`, e.g. "C001") and a name (`title`, "no-communication"),
+    says what it checks (`checks`), why that matters (`rationale`) and how it is measured (its
+    docstring),
+    and is listed, with every part that uses it, by `python -m assignments.rules`; `explain(code)`
+    prints the same in a notebook. A part declares its rules in one list (`Part.rules`), and
+    each rule there lists what breaks it on one compiled case: `problems(program, case)`.
+    A rule of the compiled program's communication, memory or work reads its `ProgramAnalysis`
+    (`violations(analysis, case, inputs)`); a style rule reads the lowered program
+    (`assignments.style_rules`). Combinators (`AllOf`, `OnlyWhen`) have no code of their own.
+    """
+
+    code: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    checks: ClassVar[str] = ""
+    """What it checks, in a line a student reads ("the compiled program holds no collective at all")."""
+    rationale: ClassVar[str] = ""
+    """Why that matters: the text `explain(code)` teaches with."""
+    reads_lowered: ClassVar[bool] = False
+    """A style rule, read from the lowered program (`assignments.style_rules`), not the compiled one."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        code = cls.__dict__.get("code")
+        if code:
+            if code in RULES and RULES[code] is not cls:
+                raise TypeError(f"rule code {code} is taken by {RULES[code].__name__}")
+            RULES[code] = cls
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        raise NotImplementedError
+
+    def problems(self, program, case) -> list[str]:
+        """What breaks this rule on one compiled case (`program`: an `assignments.style_rules.Program`)."""
+        return self.violations(program.analysis, case, program.inputs)
+
+    def leaves(self) -> tuple["Rule", ...]:
+        """The rules this one is made of (itself, for a rule with a code)."""
+        return (self,)
+
+
+RULES: dict[str, type[Rule]] = {}
+"""Every kind of rule by its code, filled as rule classes are defined (`Rule.__init_subclass__`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """What a part's rules read of one compiled case."""
+
+    part: object
+    """The graded function's `Part` (messages name it)."""
+    analysis: ProgramAnalysis | None
+    """The compiled program's collectives, values, memory and matmul work (`assignments.hlo`);
+    None where only the style rules run (they read `lowered`)."""
+    lowered: str = ""
+    """The lowered (StableHLO) program, before XLA partitions and optimizes it."""
+    inputs: tuple = ()
+    """The case's input arrays, for the rules that depend on the data (a routing)."""
+
+
 def _size(size: Size, case) -> int:
     return size(case.all_sizes) if callable(size) else int(size)
 
@@ -58,9 +124,17 @@ def _over(c: Collective, axes: tuple[str, ...] | None) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class NoCommunication:
+class NoCommunication(Rule):
     """The compiled program must contain no collective at all. `why` says why none is
     needed; `to_try`, what to change in code that communicates anyway."""
+
+    code: ClassVar[str] = "C001"
+    title: ClassVar[str] = "no-communication"
+    checks: ClassVar[str] = "the compiled program holds no collective at all"
+    rationale: ClassVar[str] = (
+        "Every collective costs link time the book's cost model counts; where each output element depends "
+        "only on what a device holds, a program that moves data is slower for nothing, and usually "
+        "computes the wrong thing (a roll of the whole array moves rows across shards).")
 
     why: str = ""
     to_try: str = ""
@@ -77,8 +151,15 @@ class NoCommunication:
 
 
 @dataclasses.dataclass(frozen=True)
-class AnyCommunication:
+class AnyCommunication(Rule):
     """No rule on communication (reported, not judged)."""
+
+    code: ClassVar[str] = "C002"
+    title: ClassVar[str] = "any-communication"
+    checks: ClassVar[str] = "nothing: the program's communication is shown, not judged"
+    rationale: ClassVar[str] = (
+        "Some parts teach what XLA inserts on its own (jax.jit on sharded inputs): their communication is "
+        "shown, not judged.")
 
     def describe(self) -> str:
         return "any (reported, not judged)"
@@ -88,8 +169,15 @@ class AnyCommunication:
 
 
 @dataclasses.dataclass(frozen=True)
-class OnlyKinds:
+class OnlyKinds(Rule):
     """Every collective must be one of `kinds`."""
+
+    code: ClassVar[str] = "C003"
+    title: ClassVar[str] = "only-these-collectives"
+    checks: ClassVar[str] = "every collective of the compiled program is one of the kinds allowed"
+    rationale: ClassVar[str] = (
+        "A design is named by the collectives it uses (a ring of permutes, not an all-gather): any other "
+        "kind means the schedule the problem asks for was not written.")
 
     kinds: tuple[str, ...]
     why: str = ""
@@ -106,8 +194,16 @@ class OnlyKinds:
 
 
 @dataclasses.dataclass(frozen=True)
-class Forbid:
+class Forbid(Rule):
     """No collective of `kind` (over any of `axes`, when given)."""
+
+    code: ClassVar[str] = "C004"
+    title: ClassVar[str] = "forbidden-collective"
+    checks: ClassVar[str] = "no collective of the kind named (over the axes named) runs"
+    rationale: ClassVar[str] = (
+        "The collective named is the one the design exists to avoid (an all-gather of a whole weight, of "
+        "the tokens): finding it means the work the problem teaches was left to XLA or done the costly "
+        "way.")
 
     kind: str
     axes: tuple[str, ...] | None = None
@@ -134,9 +230,17 @@ class Forbid:
 
 
 @dataclasses.dataclass(frozen=True)
-class Exactly:
+class Exactly(Rule):
     """Exactly `count` runs of `kind` (loop trip counts included), each of `elements`
     elements per device when given, over `axes` when given."""
+
+    code: ClassVar[str] = "C005"
+    title: ClassVar[str] = "exact-collectives"
+    checks: ClassVar[str] = "the collective named runs exactly as often as the design needs, with operands of the stated size"
+    rationale: ClassVar[str] = (
+        "The book's design has a known number of collectives of a known size (one psum of M elements, "
+        "nY-1 permutes of one block): more runs or bigger operands cost time that the design does not "
+        "spend.")
 
     kind: str
     count: Size
@@ -174,12 +278,19 @@ class Exactly:
 
 
 @dataclasses.dataclass(frozen=True)
-class MaxTotalBytes:
+class MaxTotalBytes(Rule):
     """Bytes sent per device over a whole run, summed over every collective, at most `limit`.
 
     With `ring`, each collective counts the bytes a ring algorithm puts on the links
     (`Collective.ring_bytes`: an all-reduce of V bytes costs 2(n-1)/n V), so that a native
     all-reduce and a ring of permutes are measured alike."""
+
+    code: ClassVar[str] = "C006"
+    title: ClassVar[str] = "bytes-per-device"
+    checks: ClassVar[str] = "the bytes each device sends over a whole run, summed over its collectives, stay within the bound"
+    rationale: ClassVar[str] = (
+        "Link time is bytes over bandwidth: a design that sends more bytes than the minimum is slower in "
+        "proportion, however its collectives are spelled.")
 
     limit: Size
     what: str = "the minimum"
@@ -205,8 +316,15 @@ class MaxTotalBytes:
 
 
 @dataclasses.dataclass(frozen=True)
-class NoValueAtLeast:
+class NoValueAtLeast(Rule):
     """No computed value (outside fusions) with `elements` or more elements per device."""
+
+    code: ClassVar[str] = "M001"
+    title: ClassVar[str] = "no-large-value"
+    checks: ClassVar[str] = "no value the program computes is as large as the one the design avoids"
+    rationale: ClassVar[str] = (
+        "A value as large as the one the design avoids (a dense [S, D, F] buffer, a whole gathered "
+        "matrix) costs the memory, and usually the time, that the design exists to save.")
 
     limits_memory: ClassVar[bool] = True
     """A memory rule: the visible check labels it "rule", not "allowed communication"."""
@@ -230,7 +348,7 @@ class NoValueAtLeast:
 
 
 @dataclasses.dataclass(frozen=True)
-class OnlyWhen:
+class OnlyWhen(Rule):
     """`rule` applies only to cases where `applies(sizes)` is true (sizes: the case's sizes
     plus ``nX`` and ``nY``), e.g. only on meshes with two or more devices along X."""
 
@@ -256,12 +374,19 @@ F-1 columns and 1 overlaps nothing (97% of F=32)."""
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitReduction:
+class SplitReduction(Rule):
     """The reduction over `axis` runs in at least `pieces` pieces (separate all-reduces or
     reduce-scatters, operands of one combined all-reduce, or any collective-permute ring), so its
     communication can overlap the matmuls that produce the later pieces. With `whole` (the
     elements of the reduced result per device), no all-reduce or reduce-scatter operand, and no
     all-to-all, may carry the whole result: a ring beside it would be a decoy, not the reduction."""
+
+    code: ClassVar[str] = "C007"
+    title: ClassVar[str] = "split-reduction"
+    checks: ClassVar[str] = "the reduction runs in pieces, none carrying nearly the whole result, so each can overlap a matmul"
+    rationale: ClassVar[str] = (
+        "A reduction done in one piece after the whole matmul overlaps nothing; in pieces, each piece's "
+        "communication runs while the next piece is multiplied (the book's collective matmul).")
 
     axis: str
     pieces: int = 2
@@ -329,9 +454,16 @@ def _reduces_whole(c: Collective, whole: int) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class BothDirections:
+class BothDirections(Rule):
     """The collective-permutes over `axis` go both ways around the ring (on rings of 3 or
     more devices; on 2 devices the one neighbour is both ways)."""
+
+    code: ClassVar[str] = "R001"
+    title: ClassVar[str] = "both-ring-directions"
+    checks: ClassVar[str] = "the ring's permutes go both ways around the ring"
+    rationale: ClassVar[str] = (
+        "A ring that sends one way uses half of each link's bandwidth; sending half of each block each "
+        "way halves the time per step (the book's bidirectional collective matmul).")
 
     axis: str
 
@@ -354,11 +486,18 @@ class BothDirections:
 
 
 @dataclasses.dataclass(frozen=True)
-class NeighbourSteps:
+class NeighbourSteps(Rule):
     """Every collective-permute over `axis` alone is one step of a ring: each device sends to
     a neighbour along `axis` (+1 or -1, wrapping round). A permute that jumps k devices crosses
     k links at once, as a direct send to the block's destination does: that is an all-gather
     or reduce-scatter spread over permutes, not a ring."""
+
+    code: ClassVar[str] = "R002"
+    title: ClassVar[str] = "neighbour-steps"
+    checks: ClassVar[str] = "every permute of the ring sends to a neighbour (+1 or -1 along the axis)"
+    rationale: ClassVar[str] = (
+        "On a ring or a line of chips, a permute to a neighbour crosses one link; a jump of k devices "
+        "crosses k links and costs k steps' time, which the ring's schedule does not have.")
 
     axis: str
 
@@ -379,10 +518,17 @@ class NeighbourSteps:
 
 
 @dataclasses.dataclass(frozen=True)
-class HalfBlocks:
+class HalfBlocks(Rule):
     """Every collective-permute over `axis` carries half of a [rows, cols] block, split
     along either dimension: exactly half when that dimension is even, within one row or
     column of half when it is odd. What a bidirectional ring sends each way per step."""
+
+    code: ClassVar[str] = "R003"
+    title: ClassVar[str] = "half-blocks"
+    checks: ClassVar[str] = "each permute of a bidirectional ring carries half of a block"
+    rationale: ClassVar[str] = (
+        "A bidirectional ring balances its links only when each direction carries half of what the "
+        "one-way ring sends per step.")
 
     axis: str
     rows: Callable[[dict], int]
@@ -454,12 +600,19 @@ def ring_steps(analysis: ProgramAnalysis, axis: str) -> list[tuple[str, list[lis
 
 
 @dataclasses.dataclass(frozen=True)
-class BalancedDirections:
+class BalancedDirections(Rule):
     """At every step of every ring phase (`ring_steps`), the collective-permutes over `axis`
     move the same bytes each way: exactly when a [rows, cols] block splits evenly, within
     one row or column when it is odd. A phase that sends everything one way runs at one-way
     speed however balanced the whole program is. Checked on rings of 3 or more devices, and
     only where both directions occur (`BothDirections` reports a one-way program)."""
+
+    code: ClassVar[str] = "R004"
+    title: ClassVar[str] = "balanced-directions"
+    checks: ClassVar[str] = "every step of the ring moves the same bytes each way"
+    rationale: ClassVar[str] = (
+        "A step takes as long as its busiest direction: the same bytes each way at every step is what "
+        "makes both directions pay.")
 
     axis: str
     rows: Callable[[dict], int]
@@ -539,9 +692,16 @@ def ring_directions_note(analysis: ProgramAnalysis) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReducesOverAll:
+class ReducesOverAll(Rule):
     """The program's `kind` collectives run over every mesh axis of more than one device: the
     work was split over all of them (a reduction over X alone means only X split it)."""
+
+    code: ClassVar[str] = "C008"
+    title: ClassVar[str] = "reduces-over-every-axis"
+    checks: ClassVar[str] = "the reduction runs over every mesh axis the work was split over"
+    rationale: ClassVar[str] = (
+        "Where the work is split over every mesh axis, each partial result must be combined over every "
+        "axis; a reduction over fewer axes leaves devices with partial sums.")
 
     kind: str
     why: str = ""
@@ -570,11 +730,18 @@ class ReducesOverAll:
 
 
 @dataclasses.dataclass(frozen=True)
-class MaxMatmulFlops:
+class MaxMatmulFlops(Rule):
     """The program's matmuls do at most `flops` per device (`ProgramAnalysis.dot_flops`, plus
     `vector_flops`, the same product written as a multiply and a sum; loop trip counts
     included): the work is split, not also done whole on every device beside a split copy
     that the result folds in times zero."""
+
+    code: ClassVar[str] = "W001"
+    title: ClassVar[str] = "matmul-work-share"
+    checks: ClassVar[str] = "each device does no more than its share of the matmul work"
+    rationale: ClassVar[str] = (
+        "Sharding divides the work: a device that does more than its share of the matmuls (a whole "
+        "product beside a split decoy) gains nothing from the devices it was given.")
 
     flops: Size
     why: str = ""
@@ -595,12 +762,19 @@ class MaxMatmulFlops:
 
 
 @dataclasses.dataclass(frozen=True)
-class LargestMatmul:
+class LargestMatmul(Rule):
     """No one dot, convolution or sum of a product does more than `flops` per device in one run
     (`ProgramAnalysis.largest_matmul`): a collective matmul multiplies each block as it arrives
     (or makes each partial block just before it is sent), so that every ring step has a matmul
     to overlap. One product of the gathered operand, or the whole product made before the
     ring, does nY blocks' work at once, after (or before) all the communication."""
+
+    code: ClassVar[str] = "W002"
+    title: ClassVar[str] = "block-sized-matmuls"
+    checks: ClassVar[str] = "no single matmul does more than one block's work"
+    rationale: ClassVar[str] = (
+        "A collective matmul overlaps each block's product with the next block's transfer; one matmul of "
+        "the whole operand after (or before) all the communication overlaps nothing.")
 
     flops: Size
     what: str
@@ -635,7 +809,7 @@ _UNCOUNTED = ("the program multiplies inside a loop whose trip count is not know
 
 
 @dataclasses.dataclass(frozen=True)
-class PiecesMultipliedApart:
+class PiecesMultipliedApart(Rule):
     """Each piece of a split reduction over `axis` is multiplied on its own, so that its
     reduction can overlap the matmuls of the pieces still to come: no one matmul does more
     than `flops` (`ProgramAnalysis.largest_matmul`: the whole product made at once, then
@@ -645,6 +819,13 @@ class PiecesMultipliedApart:
     run as a ring of collective-permutes has its pieces in the ring's steps: with `ring`, such a
     program is also judged by it (each step's product made in the step, not the whole product
     before the ring). Judged on meshes where `axis` has two devices or more."""
+
+    code: ClassVar[str] = "W003"
+    title: ClassVar[str] = "pieces-multiplied-apart"
+    checks: ClassVar[str] = "each piece of a split reduction is multiplied on its own"
+    rationale: ClassVar[str] = (
+        "A reduction split into pieces overlaps only if each piece is multiplied on its own: pieces "
+        "sliced from one product already made have no matmul left to hide their communication.")
 
     axis: str
     flops: Size
@@ -685,7 +866,7 @@ class PiecesMultipliedApart:
 
 
 @dataclasses.dataclass(frozen=True)
-class MatmulsInTheRing:
+class MatmulsInTheRing(Rule):
     """At most `blocks` block products (`flops` each) of matmul work per device run outside the
     ring: in the program's stages (`ProgramAnalysis.stages`) that run no collective over
     `axis`, or, in straight-line code (a ring unrolled in Python), where every collective over
@@ -697,6 +878,13 @@ class MatmulsInTheRing:
     convolutions, and the same products written as a multiply and a sum (a lone multiply, which
     XLA:CPU fuses across steps, is left to `LargestMatmul`). Matmuls in a loop whose trip count
     is unknown cannot be counted: refused. Judged where the ring has two devices or more."""
+
+    code: ClassVar[str] = "W004"
+    title: ClassVar[str] = "matmuls-in-the-ring"
+    checks: ClassVar[str] = "the block products run inside the ring, beside the permutes that move the next blocks"
+    rationale: ClassVar[str] = (
+        "Each step of a collective matmul multiplies the block it holds while the permute moves the next: "
+        "block products done before or after a ring that only moves data leave its communication exposed.")
 
     axis: str
     flops: Size
@@ -767,7 +955,7 @@ def _alone_in_the_loop(stage, ring: list[int]) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class AllOf:
+class AllOf(Rule):
     """Every one of `rules` must hold."""
 
     rules: tuple
@@ -778,3 +966,20 @@ class AllOf:
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
         return [v for r in self.rules for v in r.violations(analysis, case, inputs)]
+
+    def leaves(self) -> tuple[Rule, ...]:
+        return tuple(leaf for r in self.rules for leaf in r.leaves())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m assignments.rules [ASSIGNMENT [PART] | RULE-ID | --all]`: every graded
+    function's rules with their ids, or one rule explained (`assignments.rulebook`)."""
+    from assignments import rulebook  # the package's own modules, also when this one runs as __main__
+
+    return rulebook.main(argv)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -728,7 +728,7 @@ def test_a_gather_over_y_only_is_no_gather_over_x():
     import jax
 
     from assignments import make_mesh, setup_devices
-    from assignments.evaluate import _style_problems
+    from assignments.style_rules import style_problems
     from jax.sharding import PartitionSpec as P
 
     setup_devices(8)
@@ -742,7 +742,7 @@ def test_a_gather_over_y_only_is_no_gather_over_x():
     program = jax.shard_map(body, mesh=mesh, in_specs=(P("X", None, "Y"), P("X", "Y"), P("X")),
                             out_specs=P("X", "Y"))
     text = jax.jit(program).lower(W, A, B).as_text()
-    assert _style_problems(part, case, text) == [
+    assert style_problems(part, case, text) == [
         "moe_allgather must call jax.lax.all_gather over X inside its shard_map, but its jax.lax.all_gather "
         "runs over Y only. Send the tokens over X yourself: in_specs that replicate an input over X make "
         "jax.jit gather that input (all of it) at the shard_map's boundary instead."]
@@ -850,7 +850,7 @@ def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     import assignments
-    from assignments.evaluate import written_collectives
+    from assignments.style_rules import written_collectives
 
     assignments.setup_devices(8)
     mesh = assignments.make_mesh((2, 4))

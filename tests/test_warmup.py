@@ -175,23 +175,23 @@ def test_an_identity_shard_map_beside_jit_work_is_no_shard_map_part(mesh_2x4):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from assignments.evaluate import _style_problems
+    from assignments.style_rules import style_problems
 
     part = WARMUP.part("layer_shard_map")
     case = Case((2, 4), {"K": 24, "M": 3})
     x = jax.device_put(np.ones(24, np.float32), NamedSharding(mesh_2x4, P(("X", "Y"))))  # as graded: split
     identity = jax.shard_map(lambda b: b, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=P(("X", "Y")))
     decoy = jax.jit(lambda v: identity(v).sum()).lower(x).as_text()
-    [message] = _style_problems(part, case, decoy)
+    [message] = style_problems(part, case, decoy)
     assert message.startswith("layer_shard_map must do its work inside its shard_map, but jax.jit computes "
                               "around it (reduce outside the shard_map)")
     local = jax.shard_map(lambda b: b.sum(keepdims=True), mesh=mesh_2x4, in_specs=P(("X", "Y")),
                           out_specs=P(("X", "Y")))
-    [message] = _style_problems(part, case, jax.jit(local).lower(x).as_text())
+    [message] = style_problems(part, case, jax.jit(local).lower(x).as_text())
     assert message.startswith("layer_shard_map must communicate with jax.lax.psum inside its shard_map")
     psum = jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("X", "Y")), mesh=mesh_2x4, in_specs=P(("X", "Y")),
                          out_specs=P())
-    assert _style_problems(part, case, jax.jit(psum).lower(x).as_text()) == []
+    assert style_problems(part, case, jax.jit(psum).lower(x).as_text()) == []
 
 
 def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x4):
@@ -203,7 +203,7 @@ def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from assignments.evaluate import _style_problems
+    from assignments.style_rules import style_problems
 
     part = WARMUP.part("total_sum")
     case = Case((2, 4), {"K": 24})
@@ -213,21 +213,21 @@ def test_a_block_declared_replicated_without_a_collective_is_still_split(mesh_2x
         return jax.shard_map(local, mesh=mesh_2x4, in_specs=P(("X", "Y")), out_specs=P(), check_vma=False)
 
     lie = jax.jit(lambda v: declared(lambda b: b)(v).sum()).lower(x).as_text()
-    [message] = _style_problems(part, case, lie)
+    [message] = style_problems(part, case, lie)
     assert "jax.jit computes around it (reduce outside the shard_map)" in message
     swapped = jax.jit(lambda v: declared(lambda b: jax.lax.all_to_all(jnp.tile(b, 8), ("X", "Y"), 0, 0,
                                                                       tiled=True))(v).sum())
-    assert any("computes around it" in p for p in _style_problems(part, case, swapped.lower(x).as_text()))
+    assert any("computes around it" in p for p in style_problems(part, case, swapped.lower(x).as_text()))
     # a psum in groups of one device combines nothing; one over X leaves the blocks split over Y
     alone = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, ("X", "Y"), axis_index_groups=[[d] for d in range(8)]))(v).sum())
     over_x = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, "X"))(v).sum())
     for program in (alone, over_x):
-        assert any("computes around it (reduce outside" in p for p in _style_problems(part, case, program.lower(x).as_text()))
+        assert any("computes around it (reduce outside" in p for p in style_problems(part, case, program.lower(x).as_text()))
     psummed = jax.jit(lambda v: declared(lambda b: jax.lax.psum(b, ("X", "Y")))(v).sum()).lower(x).as_text()
     gathered = jax.jit(lambda v: declared(lambda b: jax.lax.all_gather(b, ("X", "Y"), tiled=True))(v).sum())
     in_turn = jax.jit(lambda v: declared(lambda b: jax.lax.psum(jax.lax.psum(b, "X"), "Y"))(v).sum())
     for program in (psummed, gathered.lower(x).as_text(), in_turn.lower(x).as_text()):
-        assert not any("computes around it" in p for p in _style_problems(part, case, program))
+        assert not any("computes around it" in p for p in style_problems(part, case, program))
 
 
 def test_work_in_a_composite_outside_the_shard_map_is_jits_work(mesh_2x4):
@@ -237,7 +237,7 @@ def test_work_in_a_composite_outside_the_shard_map_is_jits_work(mesh_2x4):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from assignments.evaluate import _style_problems
+    from assignments.style_rules import style_problems
 
     part = WARMUP.part("total_sum")
     case = Case((2, 4), {"K": 24})
@@ -249,8 +249,8 @@ def test_work_in_a_composite_outside_the_shard_map_is_jits_work(mesh_2x4):
 
     outside = jax.jit(lambda v: total(shard_map(lambda b: b, P(("X", "Y")))(v)))
     inside = jax.jit(shard_map(lambda b: jax.lax.psum(total(b), ("X", "Y")), P()))
-    assert any("computes around it (reduce outside" in p for p in _style_problems(part, case, outside.lower(x).as_text()))
-    assert not any("computes around it" in p for p in _style_problems(part, case, inside.lower(x).as_text()))
+    assert any("computes around it (reduce outside" in p for p in style_problems(part, case, outside.lower(x).as_text()))
+    assert not any("computes around it" in p for p in style_problems(part, case, inside.lower(x).as_text()))
 
 
 def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
@@ -262,7 +262,7 @@ def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from assignments.evaluate import _style_problems
+    from assignments.style_rules import style_problems
 
     split = P(("X", "Y"))
 
@@ -276,8 +276,8 @@ def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
                            out_specs=P("X", "Y"))
     total = WARMUP.part("total_sum")
     case = Case((2, 4), {"R": 4, "C": 8})
-    assert _style_problems(total, case, lowered(lambda v: tidy_sum(v).sum(), x2)) == []
-    [message] = _style_problems(total, case, lowered(lambda v: copies(v).sum(), x2))
+    assert style_problems(total, case, lowered(lambda v: tidy_sum(v).sum(), x2)) == []
+    [message] = style_problems(total, case, lowered(lambda v: copies(v).sum(), x2))
     assert message.startswith("total_sum must do its work inside its shard_map")
 
     x = jax.device_put(np.ones(24, np.float32), NamedSharding(mesh_2x4, split))
@@ -285,7 +285,7 @@ def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
     row = jax.shard_map(lambda x, w: jax.lax.psum(x[None] @ w, ("X", "Y")), mesh=mesh_2x4,
                         in_specs=(split, split), out_specs=P())
     layer = WARMUP.part("layer_shard_map")
-    assert _style_problems(layer, Case((2, 4), {"K": 24, "M": 3}),
+    assert style_problems(layer, Case((2, 4), {"K": 24, "M": 3}),
                            lowered(lambda x, w: jax.nn.sigmoid(row(x, w).sum(0)), x, w)) == []
 
     xs = jax.device_put(np.ones((8, 6), np.float32), NamedSharding(mesh_2x4, split))
@@ -301,7 +301,7 @@ def test_tidying_around_a_shard_map_that_did_the_work_passes(mesh_2x4):
         return jax.shard_map(local, mesh=mesh_2x4, in_specs=(split, P()), out_specs=split)(xs, T)
 
     conv = WARMUP.part("normalized_convolution")
-    assert _style_problems(conv, Case((2, 4), {"N": 8, "L": 6, "Lc": 4}), lowered(toeplitz, xs, taps)) == []
+    assert style_problems(conv, Case((2, 4), {"N": 8, "L": 6, "Lc": 4}), lowered(toeplitz, xs, taps)) == []
 
 
 def test_a_shard_map_lowered_by_gspmd_is_refused_naming_the_flag(mesh_2x4):
@@ -311,19 +311,19 @@ def test_a_shard_map_lowered_by_gspmd_is_refused_naming_the_flag(mesh_2x4):
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from assignments.evaluate import _style_problems
+    from assignments.style_rules import style_problems
 
     x = jax.device_put(np.ones((4, 8), np.float32), NamedSharding(mesh_2x4, P("X", "Y")))
     psum = jax.shard_map(lambda b: jax.lax.psum(b.sum(), ("X", "Y")), mesh=mesh_2x4, in_specs=P("X", "Y"),
                          out_specs=P())
     total, case = WARMUP.part("total_sum"), Case((2, 4), {"R": 4, "C": 8})
-    assert _style_problems(total, case, jax.jit(psum).lower(x).as_text()) == []
+    assert style_problems(total, case, jax.jit(psum).lower(x).as_text()) == []
     jax.config.update("jax_use_shardy_partitioner", False)
     try:
         text = jax.jit(psum).lower(x).as_text()
     finally:
         jax.config.update("jax_use_shardy_partitioner", True)
-    [message] = _style_problems(total, case, text)
+    [message] = style_problems(total, case, text)
     assert "jax_use_shardy_partitioner was turned off" in message and message.startswith("total_sum must ")
 
 

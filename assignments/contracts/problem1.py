@@ -9,6 +9,7 @@ import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
 from ..rules import NoCommunication
+from ..style_rules import JitOnly, UsesShardMap, WorkInsideShardMap
 
 A = Arg("A", ("S", "D"), ("X", "Y"))
 VISIBLE = Case(mesh=(2, 4), sizes={"S": 16, "D": 8})
@@ -56,9 +57,10 @@ def shift_past_the_shard(case: Case) -> str:
 
 
 def _averaging_part(name, task, result, reference, style):
+    written = (JitOnly(),) if style == "jit" else (UsesShardMap(), WorkInsideShardMap())
     return Part(
-        name=name, points=2, task=task, args=(A,), result=result, rule=AVERAGE_NO_COMM,
-        reference=reference, visible_case=VISIBLE, style=style, work_in_shard_map=style == "shard_map",
+        name=name, points=2, task=task, args=(A,), result=result, rules=(AVERAGE_NO_COMM, *written),
+        reference=reference, visible_case=VISIBLE,
     )
 
 
@@ -86,7 +88,7 @@ ASSIGNMENT = Assignment(
         Part(
             name="roll_diff", points=2,
             task="Inside each X-shard, roll(rows, shift, axis=0) - rows, for any static shift.",
-            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rule=ROLL_NO_COMM,
+            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rules=(ROLL_NO_COMM,),
             reference=roll_within_shards, statics=("shift",),
             visible_case=Case(mesh=(2, 4), sizes={"S": 16, "D": 8}, statics={"shift": 3}),
             case_note=shift_past_the_shard,

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart, make_inputs
 from ..hlo import bytes_sent
-from ..rules import AllOf, AnyCommunication, OnlyWhen, _observed
+from ..rules import AllOf, AnyCommunication, OnlyWhen, Rule, _observed
+from ..style_rules import JitOnly, KeepsOnAxis, UsesShardMap, WritesCollective
 
 F32 = 4
 
@@ -160,12 +161,21 @@ def _explain_shape(v, s: dict, result: Callable[[dict], int], where: str) -> str
 
 
 @dataclasses.dataclass(frozen=True)
-class SmallValues:
+class SmallValues(Rule):
     """No computed value (outside fusions) with `limit(sizes)` elements or more per device; the
     message names each value found and what it most likely is (`explain_value`). With
     `temporary_memory` (elements, `TEMPORARY_TEXT`), no more float32 bytes of temporary memory
     than that (`ProgramAnalysis.temp_bytes`): small values live together are a large one in
     pieces."""
+
+    code: ClassVar[str] = "M002"
+    title: ClassVar[str] = "no-dense-routing-buffer"
+    checks: ClassVar[str] = "no value (nor the temporary memory) is as large as the dense buffer the routing avoids"
+    rationale: ClassVar[str] = (
+        "Routing tokens to experts exists to avoid the dense computation: a value (or temporary memory) "
+        "as large as an [S, D, F] array, or a padded buffer sized for every token, costs the memory the "
+        "routing saves. Values computed from the routing alone (ids, counts, masks) are bookkeeping and "
+        "never count.")
 
     limits_memory: ClassVar[bool] = True
     limit: Callable[[dict], int]
@@ -233,9 +243,16 @@ NOT_ALL_ACTIVATIONS = _activations(per_device_f)
 
 
 @dataclasses.dataclass(frozen=True)
-class NoGatherOverX:
+class NoGatherOverX(Rule):
     """No all-gather over X: what it gathers is named from its operand (tokens, results, or
     integer ids), since each has its own fix."""
+
+    code: ClassVar[str] = "C009"
+    title: ClassVar[str] = "no-gather-over-x"
+    checks: ClassVar[str] = "no all-gather runs over X"
+    rationale: ClassVar[str] = (
+        "The all-to-all design sends each token only to its expert's row; an all-gather over X sends "
+        "every token to every row, nX times the bytes the routing needs.")
 
     result: Callable[[dict], int] = per_device_f
 
@@ -275,7 +292,7 @@ of fixed-size chunks costs up to about this much; sending every token to every r
 
 
 @dataclasses.dataclass(frozen=True)
-class TokensByAllToAll:
+class TokensByAllToAll(Rule):
     """On meshes with nX >= 2: the tokens travel by all-to-all over X (an all-reduce or an
     all-gather that broadcasts them does not count), the all-to-alls carry at least the tokens
     the case's routing sends to other rows (`least`), floats cross X otherwise only in amounts
@@ -290,6 +307,14 @@ class TokensByAllToAll:
     back (`result` floats: a device's share of F). What is counted: every collective over X,
     its whole operand per device (the device's own block and any ids included), times the
     number of times it runs."""
+
+    code: ClassVar[str] = "C010"
+    title: ClassVar[str] = "tokens-by-all-to-all"
+    checks: ClassVar[str] = "the tokens cross X by all-to-all, within 2x the bytes the routing needs"
+    rationale: ClassVar[str] = (
+        "Mixture-of-experts routing moves the tokens, not the experts: an all-to-all sends each token to "
+        "the row that owns its expert and its result back, within a small factor of the bytes the routing "
+        "needs, however the rounds are written.")
 
     result: Callable[[dict], int]
 
@@ -491,6 +516,15 @@ def size_problems(part_name: str, s: dict) -> list[str]:
     return problems
 
 
+EXPERTS_STAY = KeepsOnAxis("W", "X", pieces_of="A")
+"""The experts stay on their rows: no collective the submission writes carries W over X, and the
+shard_map takes W as it arrives (what crosses X is read in pieces of one token's row)."""
+GATHERS_THE_TOKENS = (UsesShardMap(), EXPERTS_STAY, WritesCollective("all_gather", over="X", of="A"))
+"""How the all-gather parts are written: a shard_map whose jax.lax.all_gather over X carries the tokens."""
+ROUTES_THE_TOKENS = (UsesShardMap(), EXPERTS_STAY, WritesCollective("all_to_all", over="X", of="A"))
+"""How the all-to-all parts are written: a shard_map whose jax.lax.all_to_all over X carries the tokens."""
+
+
 ASSIGNMENT = Assignment(
     name="problem2",
     title="Problem 2: mixture-of-experts routing",
@@ -500,51 +534,51 @@ ASSIGNMENT = Assignment(
         Part(
             name="moe_local", points=3,
             task="Out[i] = A[i] @ W[B[i]] on one device (no mesh), never building an [S, D, F] value.",
-            args=(W_ONE, A_ONE, B_ONE), result=OUT_ONE, rule=NO_DENSE_LOCAL, reference=moe,
+            args=(W_ONE, A_ONE, B_ONE), result=OUT_ONE, rules=(NO_DENSE_LOCAL,), reference=moe,
             visible_case=VISIBLE_LOCAL, takes_mesh=False,
         ),
         Part(
             name="moe_jit", points=1,
             task="The same values on sharded inputs: jax.jit of a local algorithm, result P('X', 'Y').",
-            args=(W, A, B), result=OUT, rule=AnyCommunication(), reference=moe,
-            visible_case=VISIBLE, style="jit",
+            args=(W, A, B), result=OUT, rules=(AnyCommunication(), JitOnly()), reference=moe,
+            visible_case=VISIBLE,
         ),
         Part(
             name="moe_allgather", points=2,
             task="shard_map with an explicit all_gather of the tokens and a local reorder.",
-            args=(W, A, B), result=OUT, rule=NO_DENSE_GATHER, reference=moe,
-            visible_case=VISIBLE, style="shard_map", stays_on=("W", "X"), writes="all_gather", writes_over="X", writes_of="A",
+            args=(W, A, B), result=OUT, rules=(NO_DENSE_GATHER, *GATHERS_THE_TOKENS), reference=moe,
+            visible_case=VISIBLE,
         ),
         Part(
             name="moe_all_to_all", points=8,
             task="shard_map; each token travels only to the row of devices that owns its expert, "
                  "with jax.lax.all_to_all over X in a jax.lax.while_loop over fixed-size chunks; "
                  "right for any routing.",
-            args=(W, A, B), result=OUT, rule=ROUTED, reference=moe,
-            visible_case=VISIBLE, style="shard_map", stays_on=("W", "X"), writes="all_to_all", writes_over="X", writes_of="A",
+            args=(W, A, B), result=OUT, rules=(ROUTED, *ROUTES_THE_TOKENS), reference=moe,
+            visible_case=VISIBLE,
         ),
         Part(
             name="moe_topk", points=1,
             task="Top-k routing, B int32[S, k]: Out[i] = mean over j of A[i] @ W[B[i, j]], built on "
                  "the all-to-all version.",
-            args=(W, A, B_TOPK), result=OUT, rule=ROUTED, reference=moe,
-            visible_case=VISIBLE_TOPK, style="shard_map", stays_on=("W", "X"), writes="all_to_all", writes_over="X", writes_of="A",
+            args=(W, A, B_TOPK), result=OUT, rules=(ROUTED, *ROUTES_THE_TOKENS), reference=moe,
+            visible_case=VISIBLE_TOPK,
         ),
         Part(
             name="moe_allgather_x", points=1,
             task="The book's latest shardings, W[E_X, D, F] and A[S_X, D], result P('X', None): "
                  "shard_map with an all_gather of the tokens over X; any local grouping (padded "
                  "buffer, jax.lax.scan over experts, jax.lax.ragged_dot).",
-            args=(W_X, A_X, B), result=OUT_X, rule=NO_DENSE_GATHER_X, reference=moe,
-            visible_case=VISIBLE_X, style="shard_map", stays_on=("W", "X"), writes="all_gather", writes_over="X", writes_of="A",
+            args=(W_X, A_X, B), result=OUT_X, rules=(NO_DENSE_GATHER_X, *GATHERS_THE_TOKENS), reference=moe,
+            visible_case=VISIBLE_X,
         ),
         Part(
             name="moe_all_to_all_x", points=2,
             task="The book's latest shardings, result P('X', None): each token travels only to "
                  "the row of devices that owns its expert, with jax.lax.all_to_all over X in a "
                  "jax.lax.while_loop over fixed-size chunks; right for any routing.",
-            args=(W_X, A_X, B), result=OUT_X, rule=ROUTED_X, reference=moe,
-            visible_case=VISIBLE_X, style="shard_map", stays_on=("W", "X"), writes="all_to_all", writes_over="X", writes_of="A",
+            args=(W_X, A_X, B), result=OUT_X, rules=(ROUTED_X, *ROUTES_THE_TOKENS), reference=moe,
+            visible_case=VISIBLE_X,
         ),
     ),
     written=(

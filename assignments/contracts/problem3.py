@@ -141,7 +141,7 @@ ASSIGNMENT = Assignment(
             task="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] as a ring of collective-permutes "
                  "(the book's worked example, made to run on current JAX).",
             args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
-            rule=ring_of_permutes(why=NOT_GATHERED), reference=matmul, visible_case=VISIBLE,
+            rules=(ring_of_permutes(why=NOT_GATHERED),), reference=matmul, visible_case=VISIBLE,
             baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -149,14 +149,14 @@ ASSIGNMENT = Assignment(
             task="A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the reduction over Y split into pieces "
                  "over F so that it can overlap the matmul.",
             args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
-            rule=AllOf((
+            rules=(AllOf((
                 Forbid("all-gather", why="Only the partial sums need reducing; nothing needs gathering."),
                 SplitReduction("Y", pieces=2, whole=lambda s: s["B"] // s["nX"] * s["F"]),
                 PIECE_BY_PIECE,
                 MaxTotalBytes(lambda s: int(1.05 * 2 * (s["nY"] - 1) / s["nY"] * (s["B"] // s["nX"]) * s["F"] * F32),
                               what="one ring all-reduce of the [B/nX, F] result, +5%", ring=True),
             ), text="no all-gather; the reduction split into at least 2 pieces, each multiplied on its "
-                    "own; bytes at most one ring all-reduce of the [B/nX, F] result (+5%)"),
+                    "own; bytes at most one ring all-reduce of the [B/nX, F] result (+5%)"),),
             reference=matmul, visible_case=VISIBLE_SPLIT, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
@@ -164,8 +164,8 @@ ASSIGNMENT = Assignment(
             task="T[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], permuting partial results as they "
                  "accumulate, moving the minimum.",
             args=(T, W2), result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(T, W2),
-            rule=ring_of_permutes(why="Send each partial [B/nX, D/nY] block on around the ring "
-                                      "instead of reducing the whole product."),
+            rules=(ring_of_permutes(why="Send each partial [B/nX, D/nY] block on around the ring "
+                                      "instead of reducing the whole product."),),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -173,7 +173,7 @@ ASSIGNMENT = Assignment(
             task="gelu(In[B_X, D_Y] @ Win[D, F_Y]) @ Wout[F_Y, D] -> Out[B_X, D_Y], with both "
                  "matmuls' communication overlapped.",
             args=BLOCK_ARGS, result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(*BLOCK_ARGS),
-            rule=ring_of_permutes(rings=2, why=NOT_GATHERED), reference=block, visible_case=VISIBLE,
+            rules=(ring_of_permutes(rings=2, why=NOT_GATHERED),), reference=block, visible_case=VISIBLE,
             baseline=jit_block, cost_case=BOOK,
         ),
     ),

@@ -51,14 +51,14 @@ ASSIGNMENT = Assignment(
             task="A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] with the reduction as rings of "
                  "collective-permutes going both ways.",
             args=(A, W_ROWS), result=Arg("out", ("B", "F"), ("X", None)), inputs=scaled_inputs(A, W_ROWS),
-            rule=bidirectional(
+            rules=(bidirectional(
                 lambda s: 4 * (s["nY"] - 1), lambda s: s["F"] // s["nY"],
                 total_bytes=lambda s: 2 * (s["nY"] - 1) * _rows(s) * (s["F"] // s["nY"]) * F32,
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
                      "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
                      "when F/nY is odd); total bytes no more than the one-way version; each matmul one block's, "
-                     "inside the reduce-scatter ring"),
+                     "inside the reduce-scatter ring"),),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
@@ -67,13 +67,13 @@ ASSIGNMENT = Assignment(
                  "travelling each way around the ring.",
             args=(T, W2), inputs=scaled_inputs(T, W2),
             result=Arg("out", ("B", "D"), ("X", "Y")),
-            rule=bidirectional(
+            rules=(bidirectional(
                 lambda s: 2 * (s["nY"] - 1), lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step: 2(nY-1) of them, each of (B/nX)*(D/nY)/2 elements (within one "
                      "column when D/nY is odd); total bytes no more than the one-way version; each matmul one block's, "
-                     "inside the ring"),
+                     "inside the ring"),),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -81,13 +81,13 @@ ASSIGNMENT = Assignment(
             task="(extra) A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y], half of each block of A "
                  "travelling each way around the ring.",
             args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
-            rule=bidirectional(
+            rules=(bidirectional(
                 None, lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
                 what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
                      "at every step, each carrying half of a [B/nX, D/nY] block (within one row or "
                      "column when the block is odd); no more bytes than the one-way version; each matmul one block's, "
-                     "inside the ring"),
+                     "inside the ring"),),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
     ),

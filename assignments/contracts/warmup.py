@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, Tree
+from ..style_rules import JitOnly, UsesShardMap, WorkInsideShardMap, WritesCollective
 from ..rules import (AllOf, AnyCommunication, Exactly, MaxMatmulFlops, MaxTotalBytes, NoCommunication, OnlyKinds,
                      ReducesOverAll)
 
@@ -143,71 +144,74 @@ ASSIGNMENT = Assignment(
             name="place", points=1, eager=True,
             task="Return x (a concrete array on one device) placed on the mesh as P('X', 'Y').",
             args=(X_2D,), result=Arg("out", ("R", "C"), ("X", "Y")),
-            rule=NoCommunication(), reference=identity,
+            rules=(NoCommunication(),), reference=identity,
             visible_case=Case(mesh=(2, 4), sizes={"R": 8, "C": 8}),
         ),
         Part(
-            name="sum_rows_fully_sharded", points=1, style="jit",
+            name="sum_rows_fully_sharded", points=1,
             task="x.sum(0), sharded over all devices P(('X','Y')), using "
                  "jax.lax.with_sharding_constraint inside jax.jit.",
             args=(X_2D,), result=Arg("out", ("C",), (ALL,)),
-            rule=AnyCommunication(), reference=sum_rows,
+            rules=(AnyCommunication(), JitOnly()), reference=sum_rows,
             visible_case=Case(mesh=(2, 4), sizes={"R": 4, "C": 16}),
         ),
         Part(
-            name="total_sum", points=1, style="shard_map", writes="all_reduce", work_in_shard_map=True,
+            name="total_sum", points=1,
             task="The sum of every element, replicated; shard_map + psum.",
             args=(X_2D,), result=Arg("out", (), ()),
-            rule=AllOf((Exactly("all-reduce", _one_reduction, elements=1),
-                        OnlyKinds(("all-reduce",),
-                                  why="Sum your own block first, then psum one number.")),
-                       text="exactly one all-reduce, of one element (none on a 1-device mesh)"),
+            rules=(AllOf((Exactly("all-reduce", _one_reduction, elements=1),
+                         OnlyKinds(("all-reduce",),
+                                   why="Sum your own block first, then psum one number.")),
+                        text="exactly one all-reduce, of one element (none on a 1-device mesh)"),
+                    UsesShardMap(), WorkInsideShardMap(), WritesCollective("all_reduce")),
             reference=total,
             visible_case=Case(mesh=(2, 4), sizes={"R": 4, "C": 8}),
         ),
         Part(
-            name="layer_auto", points=1, style="jit",
+            name="layer_auto", points=1,
             task="sigmoid(x @ w + b) with x and w sharded on K over all devices; plain jax.jit.",
             args=(Arg("x", ("K",), (ALL,)), Arg("w", ("K", "M"), (ALL,)), Arg("b", ("M",), ())),
-            result=Arg("out", ("M",), ()), rule=AnyCommunication(), reference=layer,
+            result=Arg("out", ("M",), ()), rules=(AnyCommunication(), JitOnly()), reference=layer,
             inputs=layer_inputs, visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
         Part(
-            name="layer_constrained", points=2, style="jit",
+            name="layer_constrained", points=2,
             task="The same layer; x and w arrive replicated and the function constrains them "
                  "to be sharded on K over all devices.",
             args=(Arg("x", ("K",), ()), Arg("w", ("K", "M"), ()), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rule=AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL, SHARE_OF_THE_PRODUCT),
-                       text="one all-reduce of M elements over every mesh axis of more than one "
-                            "device (none on a 1-device mesh), and nothing else: no all-gather of w; "
-                            "each device multiplies only its share of K"),
+            rules=(AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL, SHARE_OF_THE_PRODUCT),
+                        text="one all-reduce of M elements over every mesh axis of more than one "
+                             "device (none on a 1-device mesh), and nothing else: no all-gather of w; "
+                             "each device multiplies only its share of K"),
+                    JitOnly()),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
         Part(
-            name="layer_shard_map", points=2, style="shard_map", writes="all_reduce", work_in_shard_map=True,
+            name="layer_shard_map", points=2,
             task="The same layer and input shardings as layer_auto, with shard_map + psum.",
             args=(Arg("x", ("K",), (ALL,)), Arg("w", ("K", "M"), (ALL,)), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rule=AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION),
-                       text="exactly one all-reduce, of M elements (none on a 1-device mesh), and "
-                            "nothing else"),
+            rules=(AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION),
+                        text="exactly one all-reduce, of M elements (none on a 1-device mesh), and "
+                             "nothing else"),
+                    UsesShardMap(), WorkInsideShardMap(), WritesCollective("all_reduce")),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
         ),
         Part(
-            name="normalized_convolution", points=2, style="shard_map", writes="all_reduce",
-            work_in_shard_map=True,
+            name="normalized_convolution", points=2,
             task="c[r, i] = xs[r, i:i+3] @ w, divided elementwise by the sum of c over rows; "
                  "one row per device, with shard_map.",
             args=(Arg("xs", ("N", "L"), (ALL,)), Arg("w", (3,), ())),
             result=Arg("out", ("N", "Lc"), (ALL,)),
-            rule=AllOf((Exactly("all-reduce", _one_reduction, elements=lambda s: s["L"] - 2),
-                        OnlyKinds(("all-reduce",),
-                                  why="Each device convolves its own row; only the column "
-                                      "sums need to travel (one psum).")),
-                       text="one all-reduce of L-2 elements (none on a 1-device mesh)"),
+            rules=(AllOf((Exactly("all-reduce", _one_reduction, elements=lambda s: s["L"] - 2),
+                         OnlyKinds(("all-reduce",),
+                                   why="Each device convolves its own row; only the column "
+                                       "sums need to travel (one psum).")),
+                        text="one all-reduce of L-2 elements (none on a 1-device mesh)"),
+                    UsesShardMap(), WorkInsideShardMap(), WritesCollective("all_reduce")),
             reference=normalized_convolution, inputs=convolution_inputs,
             visible_case=Case(mesh=(2, 4), sizes={"N": 8, "L": 5, "Lc": 3}),
         ),
@@ -219,18 +223,18 @@ ASSIGNMENT = Assignment(
             result=Tree("out", (Tree("new_params", (Arg("w", (), ()), Arg("b", (), ()))),
                                 Arg("loss", (), ()))),
             # One rule, so that an all-gather of the batch is reported once.
-            rule=AllOf((OnlyKinds(("all-reduce",),
-                                  why="Each device needs only the gradient summed over the batch, "
-                                      "a few numbers: reduce those (psum), not the batch (no "
-                                      "all-gather)."),
-                        # An all-gather written as a psum of zero-padded shards is still one: the
-                        # gradient and the loss are a few numbers, the batch is Bt of them.
-                        MaxTotalBytes(lambda s: (s["Bt"] - 1) * 4,
-                                      what="fewer than the batch's Bt float32 values: the gradient and "
-                                           "the loss are a few numbers, so a psum of the whole batch "
-                                           "(zero-padded shards) is an all-gather by another name",
-                                      kinds=("all-reduce",))),
-                       text="gradient reduction only (all-reduce of a few numbers): no all-gather of the batch"),
+            rules=(AllOf((OnlyKinds(("all-reduce",),
+                                   why="Each device needs only the gradient summed over the batch, "
+                                       "a few numbers: reduce those (psum), not the batch (no "
+                                       "all-gather)."),
+                         # An all-gather written as a psum of zero-padded shards is still one: the
+                         # gradient and the loss are a few numbers, the batch is Bt of them.
+                         MaxTotalBytes(lambda s: (s["Bt"] - 1) * 4,
+                                       what="fewer than the batch's Bt float32 values: the gradient and "
+                                            "the loss are a few numbers, so a psum of the whole batch "
+                                            "(zero-padded shards) is an all-gather by another name",
+                                       kinds=("all-reduce",))),
+                        text="gradient reduction only (all-reduce of a few numbers): no all-gather of the batch"),),
             reference=sgd_step, inputs=regression_inputs, hint_when=sgd_step_n_times,
             values_hint="The reference is one SGD step on the whole batch, as on one device. "
                         "A step N times too long means the gradient was summed over the "
@@ -253,17 +257,17 @@ ASSIGNMENT = Assignment(
             args=(Arg("x", ("B", "D"), ("X", "Y")), Arg("w", ("D", "F"), ("Y", None))),
             result=Arg("out", ("B", "F"), ("X", "Y")),
             # One rule, so that an all-gather is reported once.
-            rule=AllOf((OnlyKinds(("all-reduce", "reduce-scatter"),
-                                  why="Each device can multiply the pieces it holds; reduce the "
-                                      "partial products (out_sharding= on the matmul) instead of "
-                                      "resharding an input (no all-gather)."),
-                        # A psum of zero-padded shards of x or w gathers them all the same.
-                        MaxTotalBytes(lambda s: s["B"] // s["nX"] * s["F"] * 4,
-                                      what="one reduction of a device's [B/nX, F] partial product: a "
-                                           "psum of zero-padded shards of x or w is an all-gather by "
-                                           "another name", kinds=("all-reduce", "reduce-scatter"))),
-                       text="a reduction of the partial products only (at most one [B/nX, F] block): "
-                            "no all-gather"),
+            rules=(AllOf((OnlyKinds(("all-reduce", "reduce-scatter"),
+                                   why="Each device can multiply the pieces it holds; reduce the "
+                                       "partial products (out_sharding= on the matmul) instead of "
+                                       "resharding an input (no all-gather)."),
+                         # A psum of zero-padded shards of x or w gathers them all the same.
+                         MaxTotalBytes(lambda s: s["B"] // s["nX"] * s["F"] * 4,
+                                       what="one reduction of a device's [B/nX, F] partial product: a "
+                                            "psum of zero-padded shards of x or w is an all-gather by "
+                                            "another name", kinds=("all-reduce", "reduce-scatter"))),
+                        text="a reduction of the partial products only (at most one [B/nX, F] block): "
+                             "no all-gather"),),
             reference=matmul,
             inputs=lambda case, rng: normal_inputs(case, rng, [("B", "D"), ("D", "F")]),
             visible_case=Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 8}),

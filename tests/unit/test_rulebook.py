@@ -1,0 +1,83 @@
+"""The rules in one place: every graded function declares all of its rules in one list, each
+kind of rule has an id, a name, what it checks and why, and `python -m assignments.rules`
+lists and explains them (no JAX)."""
+from __future__ import annotations
+
+import pytest
+
+from assignments.contracts import ASSIGNMENTS
+from assignments.rulebook import explain, explain_rule, listing, main, rule_entries
+from assignments.rules import RULES, AllOf, NoCommunication
+from assignments.style_rules import JitOnly, StyleRule, UsesShardMap, WorkInsideShardMap
+
+
+def test_every_kind_of_rule_says_what_it_checks_and_why():
+    """Does each registered rule have a code of one letter and three digits, a kebab-case name,
+    a line saying what it checks, a rationale and a docstring (how it is measured)?"""
+    assert len(RULES) >= 20
+    for code, cls in RULES.items():
+        assert code == cls.code and len(code) == 4 and code[0] in "CMRSW" and code[1:].isdigit(), code
+        assert cls.title and cls.title == cls.title.lower() and " " not in cls.title, code
+        assert cls.checks and cls.rationale and (cls.__doc__ or "").strip(), code
+    assert len({cls.title for cls in RULES.values()}) == len(RULES)
+
+
+def test_every_part_declares_its_rules_in_one_list_of_registered_rules():
+    """Is every rule a part declares (combinators opened) a registered kind, its style rules
+    among them (no style left in other fields), and is its compiled-program rule derived?"""
+    for assignment in ASSIGNMENTS.values():
+        for part in assignment.parts:
+            entries = rule_entries(part)
+            assert entries, part.name
+            assert all(RULES.get(r.code) is type(r) for r, _ in entries), part.name
+            assert part.style_rules == tuple(r for r in part.rules if isinstance(r, StyleRule))
+            assert not any(isinstance(r, StyleRule) for r in getattr(part.rule, "rules", (part.rule,)))
+
+
+def test_the_listing_names_every_part_of_every_assignment_with_its_rule_ids(capsys):
+    """`python -m assignments.rules` prints every graded function with the ids of its rules."""
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for assignment in ASSIGNMENTS.values():
+        for part in assignment.parts:
+            assert f"{assignment.name} / {part.name} (" in out
+            for rule, _ in rule_entries(part):
+                assert f"  {rule.code} {rule.title}: " in out
+    problem1 = listing("problem1", "shard_average_jit")
+    assert "C001 no-communication" in problem1 and "S001 jit-only" in problem1
+    with pytest.raises(KeyError, match="no graded function 'nope'"):
+        listing("problem1", "nope")
+
+
+def test_explain_names_a_rule_or_a_function(capsys):
+    """Does `explain("C001")` say what, why, how and who uses it, and `explain(fn)` a function's rules?"""
+    text = explain_rule("c001")
+    assert text.startswith("C001 no-communication\nWhat it checks: the compiled program holds no collective")
+    assert "Why: " in text and "How it is measured: " in text and "problem1.roll_diff" in text
+
+    def roll_diff():
+        pass
+
+    explain(roll_diff)
+    assert capsys.readouterr().out.startswith("problem1 / roll_diff (2 points)")
+    with pytest.raises(KeyError, match="neither a rule id"):
+        explain("Z999")
+    assert main(["C001"]) == 0 and "Used by: " in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["nothing-of-the-kind"])
+
+
+def test_a_compiled_rule_of_one_kind_and_the_style_rules_split_as_the_graders_run_them():
+    """A part's `rule` is its rules on the compiled program (one, or all of them together);
+    its style rules run in the order declared."""
+    from assignments.contract import Arg, Case, Part
+
+    a = Arg("A", ("S",), ("X",))
+    one = Part(name="f", points=1, task="t", args=(a,), result=a, rules=(NoCommunication(), JitOnly()),
+               reference=lambda A, *, mesh: A, visible_case=Case((2, 4), {"S": 8}))
+    assert isinstance(one.rule, NoCommunication) and one.style_rules == (JitOnly(),)
+    two = Part(name="g", points=1, task="t", args=(a,), result=a,
+               rules=(UsesShardMap(), NoCommunication(), WorkInsideShardMap(), NoCommunication(why="w")),
+               reference=lambda A, *, mesh: A, visible_case=Case((2, 4), {"S": 8}))
+    assert isinstance(two.rule, AllOf) and two.rule.rules == (NoCommunication(), NoCommunication(why="w"))
+    assert two.style_rules == (UsesShardMap(), WorkInsideShardMap())
