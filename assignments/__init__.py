@@ -38,3 +38,10 @@ __all__ = sorted([*_WHERE, "TooLateError", "setup_devices"])
 __getattr__, __dir__ = lazy_names(__name__, _WHERE)
 
 hint_name_errors()  # in a notebook: a NameError also says "run the cells above, set-up first"
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext assignments`: the NameError hint, in a kernel where no cell imported the kit
+    yet. The hand-out's kernels load it when they start (etc/ipython/ipython_kernel_config.py),
+    so a cell run before the set-up cell says to run the set-up cell first."""
+    hint_name_errors()

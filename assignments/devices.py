@@ -11,6 +11,10 @@ import sys
 DEFAULT_DEVICES = 8
 
 
+_set_up = False
+"""Whether `setup_devices` ran in this process (the notebook's set-up cell, or a check)."""
+
+
 class TooLateError(RuntimeError):
     """JAX's backend already started with fewer devices than asked for."""
 
@@ -33,6 +37,7 @@ def setup_devices(n: int = DEFAULT_DEVICES, *, announce: bool = False) -> int:
     devices are used. With `announce` (the notebooks' set-up cell) it prints one line
     saying which devices are ready (`devices_ready()`).
     """
+    global _set_up
     import jax
 
     if not _backend_started():
@@ -51,6 +56,7 @@ def setup_devices(n: int = DEFAULT_DEVICES, *, announce: bool = False) -> int:
             f"`assignments.setup_devices({n})` before anything else touches JAX, "
             f"or start Python with JAX_NUM_CPU_DEVICES={n} set in the environment."
         )
+    _set_up = True
     if announce:
         print(devices_ready())
     return have
@@ -67,22 +73,33 @@ def devices_ready() -> str:
     return f"{len(devices)} {kind} devices ready (JAX {jax.__version__}), ids {ids[0]}-{ids[-1]}"
 
 
-NAME_HINT = ("Hint: names come from cells run earlier. After a kernel restart, run the notebook "
+# Two short lines each: JupyterLab wraps a long line of an error anywhere, even inside a word.
+NAME_HINT = ("Hint: names come from cells run earlier. After a kernel restart, run the notebook\n"
              "from the top (the set-up cell first): Run > Run All Above Selected Cell.")
+NO_SETUP_HINT = ("Hint: the set-up has not run yet. Run the notebook's first cell (the set-up) first;\n"
+                 "after a kernel restart, run it again. Then the cells above: Run > Run All Above Selected Cell.")
+
+
+def name_hint() -> str:
+    """The hint a NameError gets: the set-up cell first when it has not run in this kernel."""
+    return NAME_HINT if _set_up else NO_SETUP_HINT
 
 
 def hint_name_errors() -> None:
-    """In a notebook kernel, add a hint to every NameError: after a restart, run the cells above
-    (the set-up cell first). Installed once, by `import assignments`; leaves a kernel that
-    already has its own handler for exceptions alone."""
+    """In a notebook kernel, add a hint to every NameError: run the set-up cell first (when it
+    has not run in this kernel), or the cells above. Installed once, by `import assignments`
+    (the hand-out's kernels import it as an IPython extension when they start, so the hint is
+    there before the set-up cell ran); leaves a kernel that already has its own handler for
+    exceptions alone."""
     ipython = sys.modules.get("IPython")  # a kernel has it loaded; nobody else needs it
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is None or type(shell).__name__ != "ZMQInteractiveShell" or shell.custom_exceptions:
         return
 
     def handler(shell, etype, value, tb, tb_offset=None):
-        if NAME_HINT not in getattr(value, "__notes__", []):
-            value.add_note(NAME_HINT)
+        notes = getattr(value, "__notes__", [])
+        if NAME_HINT not in notes and NO_SETUP_HINT not in notes:
+            value.add_note(name_hint())
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     shell.set_custom_exc((NameError,), handler)

@@ -9,10 +9,15 @@ writes `dist/handout-problem1/` and `dist/handout-problem1.zip`:
       pyproject.toml            `pip install ./handout-problem1` installs all of it
       assignments/              the student runtime (devices, meshes, checks, HLO analysis)
       jupyter-config/           installed into the environment's etc/jupyter:
-        labconfig/page_config.json                  hides formgrader, Create Assignment, Courses
+        labconfig/page_config.json                  hides formgrader, Create Assignment, Courses,
+                                                    and JupyterLab's news (its "get notified?" toast)
         jupyter_server_config.d/scaling-jax-student.json   their server parts off
-        jupyter_server_config.py                    root_dir = the folder it starts in; allow_root
+        jupyter_server_config.py                    root_dir = the folder it starts in; allow_root;
+                                                    notebooks open unmodified with any Python
         nbgrader_config.py                          the course id, the exchange, the hand-in check
+      ipython-config/           installed into the environment's etc/ipython:
+        ipython_kernel_config.py                    every kernel loads `assignments` (its NameError
+                                                    hint names the set-up cell, also before it ran)
       problem1/problem1.ipynb   the release notebook (nbgrader's stubs, no hidden tests)
 
 The folder is laid out as nbgrader's Fetch lays out a fetched assignment: JupyterLab started
@@ -48,6 +53,9 @@ INSTRUCTOR_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-
                       "@jupyter/nbgrader:course-list")
 INSTRUCTOR_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader",
                                 "nbgrader.server_extensions.course_list")
+# JupyterLab's news: its "Would you like to get notified about official Jupyter news?" toast
+# would cover the first output a student sees (JupyterLab's documented way to turn it off).
+NEWS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 SUBMIT_PLUGIN = "assignments.handin.SubmitAskingIfUnchanged"
 RUNTIME_DEPENDENCIES = ('"jax>=0.10,<0.13"', '"jaxlib>=0.10,<0.13"', '"numpy>=2.0"', '"rich>=13"',
                         '"flatbuffers>=24"', '"nbgrader>=0.9.5,<0.10"', '"jupyterlab>=4.2"',
@@ -71,6 +79,7 @@ packages = ["assignments", "assignments.contracts"]
 "etc/jupyter/labconfig" = ["jupyter-config/labconfig/page_config.json"]
 "etc/jupyter/jupyter_server_config.d" = ["jupyter-config/jupyter_server_config.d/scaling-jax-student.json"]
 "etc/jupyter" = ["jupyter-config/nbgrader_config.py", "jupyter-config/jupyter_server_config.py"]
+"etc/ipython" = ["ipython-config/ipython_kernel_config.py"]
 """
 
 README = """# {name}: your hand-out
@@ -85,7 +94,7 @@ JupyterLab opens in this folder, where nbgrader keeps your copy of `{name}`:
 (The same commands work as root: the hand-out's Jupyter settings allow it.)
 
 1. Run the first cell: it asks JAX for 8 simulated CPU devices. After a kernel restart,
-   run it again before anything else.
+   run it again before anything else (a cell run without it ends in a `NameError` that says so).
 2. A fresh notebook's checks all say `not implemented yet`; fill in each `# YOUR CODE HERE`
    and rerun its check. A check runs your function on a 2x4 mesh and on a 4x2 mesh.
 3. Press **Validate** in the notebook's toolbar (or run `nbgrader validate {name}/{name}.ipynb`):
@@ -106,8 +115,10 @@ c.Exchange.root = {exchange!r}
 c.ExchangeFactory.submit = {submit!r}
 """
 
-SERVER_CONFIG = """# The course's settings for the student's Jupyter server.
+SERVER_CONFIG = '''# The course's settings for the student's Jupyter server.
 import os
+
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 
 c = get_config()  # noqa: F821
 c.ServerApp.allow_root = True  # a course image often runs as root
@@ -115,6 +126,39 @@ c.ServerApp.allow_root = True  # a course image often runs as root
 # that same folder (also when it is started with a notebook's path), so the notebook a
 # student opens is the one Submit hands in, and the Assignment List's links open.
 c.ServerApp.root_dir = os.getcwd()
+
+
+def kernel_language_info():
+    """The language_info this environment's Python kernel reports (ipykernel's own)."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    return dict(IPythonKernel.language_info)
+
+
+class NotebooksOpenUnmodified(AsyncLargeFileManager):
+    """When its kernel is ready, JupyterLab writes the kernel's language_info (Python's version
+    among it) into the notebook and marks it modified if that differs from the file's. So a
+    Python notebook is served with this environment's kernel's language_info: it opens
+    unmodified with any Python. The file itself changes only when the student saves it."""
+
+    async def get(self, path, content=True, type=None, format=None, **kwargs):
+        model = await super().get(path, content=content, type=type, format=format, **kwargs)
+        if model["type"] == "notebook" and model.get("content"):
+            metadata = model["content"]["metadata"]
+            if (metadata.get("kernelspec", {}).get("name") == "python3"
+                    and metadata.get("language_info", {}).get("name") == "python"):
+                metadata["language_info"] = kernel_language_info()
+        return model
+
+
+c.ServerApp.contents_manager_class = NotebooksOpenUnmodified
+'''
+
+KERNEL_CONFIG = """# The course's settings for the student's Python kernels: every kernel loads the course's
+# runtime as an IPython extension, so that a NameError says which cell to run first (the
+# set-up cell), also in a kernel where the set-up cell has not run yet.
+c = get_config()  # noqa: F821
+c.InteractiveShellApp.extensions.append("assignments")
 """
 
 
@@ -142,20 +186,31 @@ def _write(path: str, text: str) -> None:
 
 def write_student_config(dest: str, exchange: str | None = None, course: str | None = None) -> str:
     """The Jupyter settings a student's environment needs (a `jupyter-config/` folder laid out
-    like `etc/jupyter`): instructor panels off, the server's root at its working folder,
-    nbgrader pointed at the course's exchange (by default the course's own settings)."""
+    like `etc/jupyter`): instructor panels and JupyterLab's news off, the server's root at its
+    working folder, notebooks served with the kernel's language_info (so that they open
+    unmodified), nbgrader pointed at the course's exchange (by default the course's own
+    settings)."""
     if exchange is None or course is None:
         course_id, course_exchange = course_settings()
         exchange, course = exchange or course_exchange, course or course_id
     cfg = os.path.join(dest, "jupyter-config")
     _write(os.path.join(cfg, "labconfig", "page_config.json"),
-           json.dumps({"disabledExtensions": {p: True for p in INSTRUCTOR_PLUGINS}}, indent=2) + "\n")
+           json.dumps({"disabledExtensions": {p: True for p in (*INSTRUCTOR_PLUGINS, NEWS_PLUGIN)}}, indent=2) + "\n")
     _write(os.path.join(cfg, "jupyter_server_config.d", "scaling-jax-student.json"),
            json.dumps({"ServerApp": {"jpserver_extensions": {e: False for e in INSTRUCTOR_SERVER_EXTENSIONS}}},
                       indent=2) + "\n")
     _write(os.path.join(cfg, "jupyter_server_config.py"), SERVER_CONFIG)
     _write(os.path.join(cfg, "nbgrader_config.py"),
            NBGRADER_CONFIG.format(course=course, exchange=exchange, submit=SUBMIT_PLUGIN))
+    return cfg
+
+
+def write_kernel_config(dest: str) -> str:
+    """The IPython settings a student's environment needs (an `ipython-config/` folder laid out
+    like `etc/ipython`): every kernel loads `assignments`, whose NameError hint names the
+    set-up cell."""
+    cfg = os.path.join(dest, "ipython-config")
+    _write(os.path.join(cfg, "ipython_kernel_config.py"), KERNEL_CONFIG)
     return cfg
 
 
@@ -178,6 +233,7 @@ def build_handout(name: str, out_dir: str | None = None, exchange: str | None = 
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     _copy_runtime(dest)
     write_student_config(dest, exchange=exchange)
+    write_kernel_config(dest)
     _write(os.path.join(dest, "pyproject.toml"),
            PYPROJECT.format(name=name, deps=", ".join(RUNTIME_DEPENDENCIES)))
     _write(os.path.join(dest, "README.md"), README.format(name=name, exchange=exchange))

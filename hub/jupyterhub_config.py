@@ -29,7 +29,7 @@ import sys
 KIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, KIT)
 from graders.exchange import UnsafeExchange, require_safe_exchange  # noqa: E402
-from graders.handout import course_settings, write_student_config  # noqa: E402
+from graders.handout import KERNEL_CONFIG, course_settings, write_student_config  # noqa: E402
 
 INSTRUCTORS = os.environ.get("SCALING_JAX_INSTRUCTORS", "scaling-jax-instructors")
 STUDENTS = os.environ.get("SCALING_JAX_STUDENTS", "scaling-jax-students")
@@ -60,10 +60,19 @@ def write_settings() -> dict[str, str]:
     os.makedirs(instructor, mode=0o755, exist_ok=True)
     with open(os.path.join(instructor, "nbgrader_config.py"), "w") as f:
         f.write(INSTRUCTOR_NBGRADER_CONFIG.format(course=COURSE))
-    # No Nbgrader > Formgrader: its panel is a frame JupyterHub forbids, so it would stay blank.
+    # No Nbgrader > Formgrader: its panel is a frame JupyterHub forbids, so it would stay blank;
+    # no "get notified about news?" question either, as for students.
     os.makedirs(os.path.join(instructor, "labconfig"), mode=0o755, exist_ok=True)
     with open(os.path.join(instructor, "labconfig", "page_config.json"), "w") as f:
-        json.dump({"disabledExtensions": {"@jupyter/nbgrader:formgrader": True}}, f, indent=2)
+        json.dump({"disabledExtensions": {"@jupyter/nbgrader:formgrader": True,
+                                          "@jupyterlab/apputils-extension:announcements": True}}, f, indent=2)
+    # Every kernel of this environment loads the course's runtime as an IPython extension (the
+    # hand-out's own setting; IPython reads no JUPYTER_CONFIG_PATH): a cell run before the set-up
+    # cell says to run the set-up cell first.
+    ipython = os.path.join(sys.prefix, "etc", "ipython")
+    os.makedirs(ipython, mode=0o755, exist_ok=True)
+    with open(os.path.join(ipython, "ipython_kernel_config.py"), "w") as f:
+        f.write(KERNEL_CONFIG)
     return {"instructor": instructor, "student": write_student_config(os.path.join(SETTINGS, "student"))}
 
 

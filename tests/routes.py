@@ -289,12 +289,6 @@ def menu(page, *path):
         page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).last.click()
 
 
-def dismiss_news(page):
-    """JupyterLab's "get notified about news?" toast."""
-    with contextlib.suppress(Exception):
-        page.locator(".jp-toast-button", has_text=re.compile("^No$")).click(timeout=5000)
-
-
 def wait_kernel_idle(page, timeout=120):
     page.wait_for_function(
         "() => { const s = document.querySelector('.jp-Notebook-ExecutionIndicator');"

@@ -24,6 +24,24 @@ def test_release_has_no_solutions_or_hidden_tests(repo_root):
         assert "raise NotImplementedError()" in text
 
 
+def test_notebooks_carry_the_kernels_whole_language_info(repo_root):
+    """Do the source, release and solution notebooks carry the whole language_info a Python
+    kernel reports? When its kernel is ready, JupyterLab writes the kernel's language_info into
+    the notebook and marks it modified if any field differs (seen in JupyterLab 4.6): one
+    without a version, or without language_info, opens modified with every Python. With the
+    kernel's whole set the notebook opens unmodified on the kit's Python; the hand-out's server
+    fills in the student's own version (tests/test_handout.py)."""
+    from ipykernel.ipkernel import IPythonKernel
+
+    for name in build.assignment_names():
+        for folder in ("source", "release", "solutions"):
+            nb = nbformat.read(os.path.join(repo_root, folder, name, f"{name}.ipynb"), as_version=4)
+            assert nb.metadata.kernelspec.name == "python3", (folder, name)
+            info = nb.metadata.language_info
+            assert set(info) == set(IPythonKernel.language_info), (folder, name, sorted(info))
+            assert info["name"] == "python" and info["version"].startswith("3."), (folder, name)
+
+
 def test_points_match_the_contract(repo_root):
     """Do the source notebook's grade cells carry the contract's names and points?"""
     from assignments.contracts import ASSIGNMENTS

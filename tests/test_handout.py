@@ -17,8 +17,8 @@ from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
 from assignments.handin import SubmitAskingIfUnchanged
-from graders.handout import (DEFAULT_EXCHANGE, INSTRUCTOR_PLUGINS, INSTRUCTOR_SERVER_EXTENSIONS, SUBMIT_PLUGIN,
-                             build_handout, course_settings)
+from graders.handout import (DEFAULT_EXCHANGE, INSTRUCTOR_PLUGINS, INSTRUCTOR_SERVER_EXTENSIONS, NEWS_PLUGIN,
+                             SUBMIT_PLUGIN, build_handout, course_settings)
 
 pytestmark = pytest.mark.stack_neutral  # the hand-out's contents and its exchange
 
@@ -90,6 +90,9 @@ def test_student_settings_hide_instructor_panels(handout, tmp_path):
     read = lambda n: handout.read(f"handout-problem1/jupyter-config/{n}").decode()  # noqa: E731
     page = json.loads(read("labconfig/page_config.json"))["disabledExtensions"]
     assert all(page[p] for p in INSTRUCTOR_PLUGINS)
+    # No "Would you like to get notified about official Jupyter news?" over the first output:
+    # JupyterLab's documented switch (`jupyter labextension disable` writes the same file).
+    assert NEWS_PLUGIN == "@jupyterlab/apputils-extension:announcements" and page[NEWS_PLUGIN]
     server = json.loads(read("jupyter_server_config.d/scaling-jax-student.json"))["ServerApp"]
     assert not any(server["jpserver_extensions"][e] for e in INSTRUCTOR_SERVER_EXTENSIONS)
     settings = config_of(read("jupyter_server_config.py"), cwd=str(tmp_path))
@@ -97,6 +100,67 @@ def test_student_settings_hide_instructor_panels(handout, tmp_path):
     nbgrader = config_of(read("nbgrader_config.py"))
     assert nbgrader.Exchange.root == "/srv/course/exchange" and nbgrader.CourseDirectory.course_id == "scaling-jax"
     assert nbgrader.ExchangeFactory.submit == SUBMIT_PLUGIN
+
+
+def release_notebook(version: str, kernel: str = "python3") -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    nb.metadata.kernelspec = {"name": kernel, "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.metadata.language_info = {"name": "python", "version": version, "mimetype": "text/x-python"}
+    return nb
+
+
+def test_notebooks_open_unmodified_with_any_python(handout, tmp_path):
+    """Does the student's server hand JupyterLab a Python notebook with this environment's
+    kernel's language_info (which JupyterLab writes in when the kernel starts, marking the
+    notebook modified if it differs), leaving the file itself, and other kernels', alone?"""
+    import asyncio
+
+    from ipykernel.ipkernel import IPythonKernel
+
+    settings = config_of(handout.read("handout-problem1/jupyter-config/jupyter_server_config.py").decode())
+    contents = settings.ServerApp.contents_manager_class(root_dir=str(tmp_path))
+    nbformat.write(release_notebook("3.11.7"), tmp_path / "problem1.ipynb")
+    nbformat.write(release_notebook("3.11.7", kernel="julia-1.10"), tmp_path / "other.ipynb")
+    on_disk = (tmp_path / "problem1.ipynb").read_text()
+    served = asyncio.run(contents.get("problem1.ipynb"))
+    assert served["content"]["metadata"]["language_info"] == IPythonKernel.language_info
+    assert (tmp_path / "problem1.ipynb").read_text() == on_disk
+    other = asyncio.run(contents.get("other.ipynb"))
+    assert other["content"]["metadata"]["language_info"]["version"] == "3.11.7"
+    assert asyncio.run(contents.get("problem1.ipynb", content=False))["content"] is None
+    assert asyncio.run(contents.get(""))["type"] == "directory"
+
+
+def test_kernels_name_the_set_up_cell_before_it_ran(handout, tmp_path):
+    """With the hand-out's kernel settings, does a cell run before the set-up cell end in a
+    NameError that says to run the set-up cell first (the kit is not imported yet then), and
+    one after the set-up in the plainer "run the cells above"?"""
+    from nbclient import NotebookClient
+
+    from assignments.devices import NAME_HINT, NO_SETUP_HINT
+
+    # A profile of its own, read as the environment's etc/ipython is (tests/test_first_open.py
+    # installs the hand-out and uses that one).
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_bytes(
+        handout.read("handout-problem1/ipython-config/ipython_kernel_config.py"))
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("mesh = make_mesh((2, 4))"),  # a worked example, before the set-up
+        nbformat.v4.new_code_cell("import assignments\nassignments.setup_devices(8, announce=True)"),
+        nbformat.v4.new_code_cell("mesh = make_mesh((2, 4))"),
+    ])
+    env = {**os.environ, "IPYTHONDIR": str(tmp_path / "ipython")}
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel(env=env):
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+    before, after = nb.cells[0].outputs[-1], nb.cells[2].outputs[-1]
+    assert before.ename == "NameError" and NO_SETUP_HINT in "\n".join(before.traceback)
+    assert "first cell (the set-up) first; after a kernel restart, run it again" in " ".join(NO_SETUP_HINT.split())
+    assert after.ename == "NameError" and NAME_HINT in "\n".join(after.traceback)
+    assert NO_SETUP_HINT not in "\n".join(after.traceback)
 
 
 def config_of(text: str, cwd: str | None = None):
@@ -139,9 +203,10 @@ def test_handout_installs_with_one_command(handout, tmp_path):
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "assignments/checks.py" in names and "assignments/contracts/problem1.py" in names
-    for setting in ("labconfig/page_config.json", "jupyter_server_config.py", "nbgrader_config.py",
-                    "jupyter_server_config.d/scaling-jax-student.json"):
-        assert any(n.endswith(f"data/etc/jupyter/{setting}") for n in names), setting
+    for setting in ("jupyter/labconfig/page_config.json", "jupyter/jupyter_server_config.py",
+                    "jupyter/nbgrader_config.py", "jupyter/jupyter_server_config.d/scaling-jax-student.json",
+                    "ipython/ipython_kernel_config.py"):
+        assert any(n.endswith(f"data/etc/{setting}") for n in names), setting
     assert not any(n.startswith(("graders/", "solutions/")) for n in names)
 
 

@@ -31,7 +31,7 @@ import time
 import nbformat
 import pytest
 
-from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_group, add_user, copy_kit, dismiss_news,
+from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_group, add_user, copy_kit,
                     free_port, launch_chromium, menu, open_assignment_list, remove_group, remove_user,
                     let_users_run_stack_python, require_root_machine, release_scratch, save, scratch_folder, stack_python, stop,
                     submit_from_assignment_list, sync_playwright, type_into_cell, unique_name, wait_for_http,
@@ -164,7 +164,6 @@ def log_in(browser, hub, name):
     page.fill("#password_input", hub["passwords"][name])
     page.click("#login_submit")
     page.wait_for_selector(".jp-LabShell", timeout=180000)
-    dismiss_news(page)
     return page
 
 
@@ -275,6 +274,7 @@ def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
             teacher = pages["instructor"] = log_in(browser, hub, people["instructor"])
             shot = lambda page, name: page.screenshot(path=os.path.join(shots, name + ".png"))  # noqa: E731
             shot(teacher, "01-instructor-lab")
+            assert teacher.locator(".jp-toast-button", has_text=re.compile("^No$")).count() == 0, "a news question"
             menu(teacher, "Nbgrader")  # no Formgrader entry: its panel would stay blank on a hub
             entries = teacher.locator(".lm-Menu .lm-Menu-itemLabel").all_inner_texts()
             teacher.keyboard.press("Escape")
