@@ -4,8 +4,7 @@ A part may ask to be written with jax.jit only (`JitOnly`), with jax.shard_map (
 to do its work inside that shard_map (`WorkInsideShardMap`), to keep an argument on the rows
 that hold it (`KeepsOnAxis`), or to call a collective itself (`WritesCollective`). These are
 properties of the code, not of its compiled communication, so they read the lowered
-(StableHLO) program and its data flow, parsed here once per program (`written_collectives`,
-`shard_map_inputs`). They are declared in the part's one list of rules beside the rules on
+(StableHLO) program and its data flow (`assignments.lowered`). They are declared in the part's one list of rules beside the rules on
 its compiled program (`Part.rules`), and run in their declared order: the first that fails
 says why, since the later ones read what the earlier ones establish (a shard_map exists, lowered
 by Shardy). JAX inlines a shard_map whose manual axes all have one device, collectives and all,
@@ -15,152 +14,11 @@ carries a verdict found there to the other meshes (`contract.style_on_every_mesh
 from __future__ import annotations
 
 import dataclasses
-import functools
-import re
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
-from .contract import (MESH_AXES, Case, DataFlow, Part, arg_attrs, called_function, collective_axes, program_ops,
-                       style_shows, uses_shard_map, work_outside_shard_map)
+from .contract import Case, Part, style_shows
+from .lowered import program_ops, shard_map_inputs, uses_shard_map, work_outside_shard_map, written_collectives
 from .rules import Program, Rule
-
-
-COLLECTIVE_OPS = frozenset("stablehlo." + op for op in ("all_reduce", "all_gather", "all_to_all", "collective_permute",
-                                                          "reduce_scatter", "collective_broadcast"))
-"""The collectives of a lowered (StableHLO) program."""
-
-
-class WrittenCollective(NamedTuple):
-    op: str
-    """``all_gather``, ``all_to_all``, ..."""
-    axes: frozenset[str]
-    sources: tuple[frozenset[int], ...]
-    """Each operand's sources (`DataFlow.sources`)."""
-    carried: tuple[frozenset[int], ...]
-    """The arguments each operand carries as they are, not as results of a product
-    (`DataFlow.carried_sources`)."""
-    whole_sources: tuple[frozenset[int], ...]
-    """`sources`, not through values of fewer elements than `written_collectives`'
-    `narrower_than` (the same when it is 0)."""
-    whole_carried: tuple[frozenset[int], ...]
-    """`carried`, likewise."""
-
-
-@functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
-                        narrower_than: int = 0) -> list[WrittenCollective]:
-    """Each collective of a lowered program (``all_gather``, ...), parsed once per program as
-    `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
-    on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
-    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device; a permute's axes
-    are those its pairs cross.
-    Sources: the positions of the program's arguments an operand is computed from
-    (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
-    in order); `whole_sources` and `whole_carried`, not through values of fewer elements than
-    `narrower_than` (one row of an argument)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    found: list[WrittenCollective] = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-
-        def visit(operation):
-            operation = operation.operation
-            if operation.name not in COLLECTIVE_OPS:
-                return ir.WalkResult.ADVANCE
-            axes = collective_axes(operation, tuple(mesh_shape), MESH_AXES)
-            sources = tuple(flow.sources([v]) for v in operation.operands)
-            carried = tuple(flow.carried_sources([v]) for v in operation.operands)
-            if narrower_than:
-                whole = (tuple(flow.sources([v], narrower_than) for v in operation.operands),
-                         tuple(flow.carried_sources([v], narrower_than) for v in operation.operands))
-            else:
-                whole = (sources, carried)
-            found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
-                                           sources, carried, *whole))
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-    return found
-
-
-class ShardMapInput(NamedTuple):
-    carried: frozenset[int]
-    """The arguments this input carries as they are (`DataFlow.carried_sources`)."""
-    as_it_arrives: bool
-    """Is it an argument itself, through reshapes, transposes, casts, calls and sharding
-    constraints only (nothing jax.jit computes from it outside the shard_map)?"""
-    split: frozenset[str]
-    """The mesh axes its in_specs split it over."""
-    left_whole: frozenset[str]
-    """Where it keeps its argument's dimensions (no reshape or transpose between them): the axes
-    the argument's own sharding splits a dimension over that its in_specs leave whole on that
-    dimension (jax.jit gathers the argument over those axes at the boundary)."""
-
-
-SAME_DIMENSIONS_OPS = frozenset({"stablehlo.convert", "stablehlo.bitcast_convert", "func.call", "stablehlo.composite",
-                                 "sdy.sharding_constraint", "stablehlo.optimization_barrier"})
-"""What leaves an argument as it is, dimension for dimension: casts, calls, a reshard."""
-PASSING_OPS = SAME_DIMENSIONS_OPS | {"stablehlo.reshape", "stablehlo.transpose"}
-"""What leaves an argument's values as they are: those, and reshapes and transposes."""
-
-
-@functools.lru_cache(maxsize=16)
-def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
-    """Each input of each outermost shard_map (Shardy's manual computation) of a lowered
-    program: one nested in another (or in a function a shard_map calls) takes what the outer
-    one's body computed on its own devices, where jax.jit moves nothing."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    def dims(text: str) -> list[frozenset[str]]:
-        return [frozenset(re.findall(r'"(\w+)"', d)) for d in re.findall(r"\{[^{}]*\}", text)]
-
-    found = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-        entry = {n: dims(sharding.group(1)) for f in flow.functions.values() if flow.is_entry(f)
-                 for n, attrs in enumerate(arg_attrs(f))
-                 if (sharding := re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]", attrs))}
-        inside: set[str] = set()  # the functions a shard_map's body calls, directly or not
-
-        def calls(operation):
-            operation = operation.operation
-            if (callee := called_function(operation)) is not None:
-                if callee in flow.functions and callee not in inside:
-                    inside.add(callee)
-                    flow.functions[callee].walk(calls)
-            return ir.WalkResult.ADVANCE
-
-        def bodies(operation):
-            if operation.operation.name == "sdy.manual_computation":
-                operation.operation.walk(calls)
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(bodies)
-
-        def visit(operation):
-            operation = operation.operation
-            if operation.name != "sdy.manual_computation":
-                return ir.WalkResult.ADVANCE
-            specs = re.findall(r"<@[\w.]+, \[(.*?)\]", str(operation.attributes["in_shardings"])) \
-                if "in_shardings" in operation.attributes else []
-            for k, value in enumerate(operation.operands):
-                spec = dims(specs[k]) if k < len(specs) else []
-                carried = flow.carried_sources([value])
-                same = flow.only_through([value], SAME_DIMENSIONS_OPS)
-                left_whole = frozenset(axis for n in (carried if same else ()) for d, axes in enumerate(entry.get(n, ()))
-                                       for axis in axes if d >= len(spec) or axis not in spec[d])
-                found.append(ShardMapInput(carried, flow.only_through([value], PASSING_OPS),
-                                           frozenset().union(*spec), left_whole))
-            return ir.WalkResult.SKIP  # a shard_map inside it is its body's business
-
-        for name, function in flow.functions.items():
-            if name not in inside:
-                function.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def _row_elements(arg, case: Case) -> int:

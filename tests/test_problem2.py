@@ -850,7 +850,7 @@ def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
     from jax.sharding import NamedSharding, PartitionSpec as P
 
     import assignments
-    from assignments.style_rules import written_collectives
+    from assignments.lowered import written_collectives
 
     assignments.setup_devices(8)
     mesh = assignments.make_mesh((2, 4))
