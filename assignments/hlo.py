@@ -341,6 +341,8 @@ class _Instruction:
     operands: list[str]
     inline_shapes: tuple[ArrayShape, ...]
     attrs: str
+    parameter: int | None = None
+    """A parameter's number (``parameter(2)``: 2); None for any other instruction."""
 
 
 _SHAPE = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+[a-z0-9]*)?)\[([^\]]*)\]")
@@ -426,6 +428,7 @@ def _parse_instruction(line: str) -> _Instruction | None:
         operands=re.findall(r"%([\w.\-]+)", operand_text),
         inline_shapes=_shapes(operand_text),
         attrs=_without_free_text(rest[close + 1:]),
+        parameter=int(operand_text) if op.group(1) == "parameter" and operand_text.strip().isdigit() else None,
     )
 
 

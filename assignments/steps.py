@@ -144,6 +144,34 @@ class _Reader:
                     total[dtype] = total.get(dtype, 0.0) + g * times
         return total
 
+    def product_operands(self, inst: _Instruction) -> set[int] | None:
+        """The operands of a fusion that its matmul work is made of: the fused computation's
+        parameters its dots and sums of products are computed from. None (all of them) for
+        any other instruction, or a fusion that makes no product. XLA may fuse a block's
+        product with the running sum it is added to (`acc + jnp.sum(t[:, :, None] * w, 1)`
+        after `acc` came by a permute): the product then needs only what it is made of, and
+        runs beside that permute, as the same product written as a dot and an add does."""
+        if inst.opcode != "fusion":
+            return None
+        callees = [c for c, _ in self.callees(inst) if c in self.computations]
+        if len(callees) != 1:
+            return None
+        body = self.computations[callees[0]]
+        by_name = {i.name: i for i in body}
+        stack = [o for i in body if matmul_work(i, by_name) for o in i.operands]
+        if not stack:
+            return None
+        reached, seen = set(), set()
+        while stack:
+            name = stack.pop()
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            if by_name[name].parameter is not None:
+                reached.add(by_name[name].parameter)
+            stack += by_name[name].operands
+        return reached
+
     def unbounded(self, inst: _Instruction) -> bool:
         """Does `inst` multiply in a loop whose trip count is unknown (itself one, or inside what
         it calls)?"""
@@ -251,18 +279,26 @@ class _Reader:
                     body = self.computations[callee]
                     self._walk(body, {i.name: i for i in body}, deps, events, needs, inside + (callee,))
             else:
-                earlier = {d for d in deps if d >= 0}
-                after = tuple(sorted(d for d in earlier if not any(d in needs[e] for e in earlier)))
-                reads = tuple(sorted(-d - 1 for d in deps if d < 0))
-                new = [Event(collective=i, after=after, reads=reads) for i in self.collectives(inst)]
-                new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
+                def placed(deps: set[int]) -> tuple[set[int], tuple[int, ...], tuple[int, ...]]:
+                    """(the events needed, the latest of them, the carried values read)."""
+                    earlier = {d for d in deps if d >= 0}
+                    after = tuple(sorted(d for d in earlier if not any(d in needs[e] for e in earlier)))
+                    return earlier, after, tuple(sorted(-d - 1 for d in deps if d < 0))
+
+                earlier, after, reads = placed(deps)
+                new = [(Event(collective=i, after=after, reads=reads), earlier) for i in self.collectives(inst)]
+                made_of = self.product_operands(inst)
+                if made_of is not None:  # a product fused with what it is added to needs only its own operands
+                    earlier, after, reads = placed(set().union(*(reach.get(o, set()) for k, o in enumerate(inst.operands)
+                                                                 if k in made_of)))
+                new += [(Event(flops=f, dtype=dtype, after=after, reads=reads), earlier)
                         for dtype, f in self.flops(inst, by_name).items() if f > 0]
                 if outer:  # its rank-1 updates are matmuls too (`outer_products`)
-                    new += [Event(flops=f, dtype=dtype, after=after, reads=reads)
+                    new += [(Event(flops=f, dtype=dtype, after=after, reads=reads), earlier)
                             for dtype, f in self._outer_in([inst], by_name, True, summed).items() if f > 0]
-                for event in new:
+                for event, needed in new:
                     events.append(event)
-                    needs.append(earlier)
+                    needs.append(needed)
             reach[inst.name] = deps | set(range(first, len(events)))
         return reach
 
