@@ -143,11 +143,6 @@ class Part:
     hint_when: Callable | None = None
     """The reference of the mistake `values_hint` names (same signature as `reference`):
     when given, the hint is shown only if the result matches it, never on other wrong values."""
-    case_note: Callable | None = None
-    """``case_note(case) -> str``: appended to a wrong-values message on a case it has
-    something to say about (empty otherwise): what sets the case apart from the visible one,
-    which code that passes the visible check often gets wrong (roll_diff: a shift past the
-    rows of a shard). It may quote the case's sizes and statics, never an input value."""
     axis_types: str = "auto"
     """The mesh's axis types for this function: ``'auto'`` (the course's default) or
     ``'explicit'`` (`jax.sharding.AxisType.Explicit`: shardings are part of the types)."""

@@ -122,14 +122,11 @@ def _matches(got, want) -> bool:
 def _hint(part: Part, out, arrays, case: Case) -> str:
     """What a wrong-values message adds: `part.values_hint` when it applies (always, or, with
     `part.hint_when`, the reference of the mistake it names, only when the result is exactly
-    that mistake's), then `part.case_note`'s note on this case, if it has one."""
-    hints = []
+    that mistake's: roll_diff's note on slices is never shown for a roll of the whole array)."""
     if part.values_hint and (part.hint_when is None or _matches(out, part.hint_when(
             *[as_float64(a) for a in arrays], mesh=case.mesh, **case.statics))):
-        hints.append(part.values_hint)
-    if part.case_note is not None and (note := part.case_note(case)):
-        hints.append(note)
-    return " ".join(hints)
+        return part.values_hint
+    return ""
 
 
 def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis:

@@ -272,7 +272,7 @@ def first_problems(result: SubmissionResult) -> list[Problem]:
     if len(result.parts) > 1 and len(notes) == 1 and "" not in notes:
         note = notes.pop()
         return [Problem(WHOLE, message_kind(note), first_line(note))]
-    return [Problem(p.name, part_kind(p), first_line(p.first_problem)) for p in result.parts if not p.passed]
+    return [Problem(p.name, part_kind(p), first_line(p.first_observed)) for p in result.parts if not p.passed]
 
 
 def problem_table(graded: list[Graded]) -> list[tuple[Problem, list[str]]]:

@@ -47,9 +47,10 @@ h1 {{ font-size: 24px; margin: 8px 0 4px; }} h2 {{ font-size: 19px; margin: 32px
 table {{ border-collapse: collapse; margin: 6px 0 12px; }}
 th, td {{ text-align: left; vertical-align: top; padding: 3px 10px 3px 0; border-bottom: 1px solid #e4e4e4; }}
 th {{ font-weight: 600; }} td.n {{ text-align: right; font-variant-numeric: tabular-nums; }}
-.msg, code {{ font: 12.5px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; overflow-wrap: anywhere; }}
+.msg, code {{ font: 12.5px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; word-break: normal;
+              overflow-wrap: break-word; }}
 .msg {{ color: #333; min-width: 340px; max-width: 520px; }}
-.who {{ max-width: 300px; }} .pattern {{ min-width: 240px; }}
+.who {{ max-width: 300px; }} .pattern {{ min-width: 240px; }} code.name {{ white-space: nowrap; }}
 .charts {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr)); gap: 8px 20px; }}
 figure {{ margin: 0; }} figcaption {{ font-size: 13px; color: {MUTED}; }}
 .full {{ color: {FULL}; font-weight: 600; }} .zero {{ color: {ZERO}; }}
@@ -202,7 +203,8 @@ def _problems(results: ClassResults, page: str) -> str:
     most = len(table[0][1])
     rows = []
     for problem, students in table:
-        function = f"<code>{_wrap(problem.function)}</code>" if problem.function != WHOLE else f"<em>{WHOLE}</em>"
+        function = (f'<code class="name">{esc(problem.function)}</code>' if problem.function != WHOLE
+                    else f"<em>{WHOLE}</em>")
         rows.append(f'<tr data-function="{esc(problem.function)}" data-kind="{esc(problem.kind)}" '
                     f'data-students="{len(students)}"><td class="n">{len(students)}</td>'
                     f'<td>{share_bar(len(students), most, 80)}</td><td>{function}</td>'

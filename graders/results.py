@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 from assignments.contract import Case, CaseResult
 
@@ -63,6 +64,40 @@ def bounded(text: str, limit: int) -> str:
     return cut + f" ... ({len(text) - len(cut)} more characters cut)"
 
 
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+"""Where one sentence of a message ends and the next begins (". Try: ...", ". Every ...")."""
+
+
+def full_stop(text: str) -> str:
+    """`text` ending as a sentence does (problems are written without their last full stop)."""
+    text = text.strip()
+    return text if not text or text.endswith((".", "!", "?")) else text + "."
+
+
+def observed_and_advice(problem: str) -> tuple[str, str]:
+    """A problem's first sentence (what was observed on the case) and the rest (why, and what
+    to try: the same words on every case the problem is met on), "" when there is no rest."""
+    parts = _SENTENCE.split(problem.strip(), maxsplit=1)
+    return parts[0], parts[1] if len(parts) > 1 else ""
+
+
+def case_text(problems: list[str], said: set[str] | None = None, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """A case's problems as sentences on one line (never glued with ".;"). Advice already in
+    `said` (given on an earlier case of the function) is not repeated: only what was observed
+    is kept. The advice given here, whole within the `limit` the line is cut to (`bounded`),
+    is added to `said`."""
+    pieces = []
+    for problem in problems:
+        observed, advice = observed_and_advice(problem)
+        if said is not None and advice and advice in said:
+            pieces.append(full_stop(observed))
+            continue
+        pieces.append(full_stop(problem))
+        if said is not None and advice and len(" ".join(pieces)) <= limit - 30:
+            said.add(advice)
+    return " ".join(pieces)
+
+
 @dataclasses.dataclass
 class Check:
     """An instructor's custom check: a pytest test in `graders/test_<assignment>.py` marked
@@ -112,9 +147,18 @@ class PartResult:
             return self.note
         failing = [c for c in self.cases if not c.passed]
         if failing:
-            return "; ".join(failing[0].problems)
+            return case_text(failing[0].problems)
         failed_checks = [c for c in self.checks if not c.passed]
         return f"check {failed_checks[0].name}: {failed_checks[0].message}" if failed_checks else ""
+
+    @property
+    def first_observed(self) -> str:
+        """`first_problem` without its advice (what was observed only): the class report's
+        example of a kind, where every student of the function read the same advice."""
+        failing = [c for c in self.cases if not c.passed]
+        if self.note or not failing:
+            return self.first_problem
+        return " ".join(full_stop(observed_and_advice(p)[0]) for p in failing[0].problems)
 
     @property
     def output(self) -> str:
@@ -133,10 +177,18 @@ class PartResult:
                 lines.append(f"  - check {check.name} ({check.points:g} point(s)): "
                              + bounded(f"{check.description} {check.message}".strip(), MAX_PROBLEM_CHARS))
         failing = [c for c in self.cases if not c.passed]
-        for c in failing[:MAX_CASES_SHOWN]:
-            lines.append(f"  - [{c.case.label}] " + bounded("; ".join(c.problems), MAX_PROBLEM_CHARS))
-        if len(failing) > MAX_CASES_SHOWN:
-            lines.append(f"  - ... and {len(failing) - MAX_CASES_SHOWN} more failing case(s)")
+        whole = [case_text(c.problems) or "failed." for c in failing]
+        if len(failing) > 1 and all(text == whole[0] for text in whole):  # the same words on every case: once
+            every = (f"all {len(failing)} cases" if len(failing) == len(self.cases)
+                     else f"all {len(failing)} failing cases")
+            lines.append(f"  - [{every}] " + bounded(whole[0], MAX_PROBLEM_CHARS))
+        else:
+            said: set[str] = set()  # advice given once for the function, on the first case it fits
+            for c in failing[:MAX_CASES_SHOWN]:
+                lines.append(f"  - [{c.case.label}] " + bounded(case_text(c.problems, said) or "failed.",
+                                                                MAX_PROBLEM_CHARS))
+            if len(failing) > MAX_CASES_SHOWN:
+                lines.append(f"  - ... and {len(failing) - MAX_CASES_SHOWN} more failing case(s)")
         return bounded("\n".join(lines), MAX_OUTPUT_CHARS)
 
 
@@ -217,7 +269,7 @@ class SubmissionResult:
     def to_gradescope(self, visibility: dict[str, str] | None = None) -> dict:
         """Gradescope's results.json fields (what a student may read is in `output`)."""
         extra = ("\n\nWhile running your submission: " +
-                 bounded("; ".join(self.problems), MAX_OUTPUT_CHARS)) if self.problems else ""
+                 bounded(" ".join(map(full_stop, self.problems)), MAX_OUTPUT_CHARS)) if self.problems else ""
         tests = []
         for p in self.parts:
             test = {"name": p.name, "score": p.score, "max_score": p.max_score,

@@ -267,7 +267,7 @@ def test_a_ring_walking_the_other_way_says_which_way_the_chunks_went(grade):
     part = grade("ring_walks_the_other_way").part("allgather_matmul")
     for c in part.cases:
         assert c.values_ok == (c.case.mesh[1] < 3) and c.rule_ok, (c.case.label, c.problems)
-    assert re.search(r"values wrong: [^\n]*; The program's collective-permutes over Y go \+1 \(device j sends to j\+1\) x3: after s "
+    assert re.search(r"values wrong: [^\n]*\. The program's collective-permutes over Y go \+1 \(device j sends to j\+1\) x3: after s "
                      r"steps of \+1 a device holds what device idx - s started with", part.output)
 
 

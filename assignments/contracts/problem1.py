@@ -44,16 +44,23 @@ def roll_within_shards(A, *, mesh, shift):
     return (np.roll(blocks, shift, axis=1) - blocks).reshape(S, D)
 
 
-def shift_past_the_shard(case: Case) -> str:
-    """roll_diff's note on a case whose shift is at least the rows of an X-shard: a roll built
-    from slices (``concatenate([b[-shift:], b[:-shift]])``) breaks there, and the visible
-    case's shift is smaller."""
-    rows, shift = case.sizes["S"] // case.mesh[0], case.statics["shift"]
-    if abs(shift) < rows:
-        return ""
-    return (f"Here |shift| = {abs(shift)} is at least the {rows} rows each X-shard holds: the roll "
-            f"wraps around inside the shard, so it moves rows by {shift} % {rows} = {shift % rows}. "
-            f"jnp.roll wraps any shift; a roll built from slices must reduce the shift first.")
+def roll_by_unreduced_slices(A, *, mesh, shift):
+    """roll_diff written with slices, ``concatenate([b[-shift:], b[:-shift]])`` on each
+    X-shard's block b, the shift not reduced: a roll while |shift| is less than the rows of a
+    shard; past that one slice is empty and the other the whole block, so no row moves.
+    `SLICES_NOTE` is shown only on a result that is exactly this one, never on another wrong
+    roll (a roll of the whole array, which also communicates, has its own advice)."""
+    nX, _ = mesh
+    S, D = A.shape
+    blocks = A.reshape(nX, S // nX, D)
+    rolled = np.concatenate([blocks[:, -shift:], blocks[:, :-shift]], axis=1) if shift else blocks
+    return (rolled - blocks).reshape(S, D)
+
+
+SLICES_NOTE = ("Your result is what a roll built from slices (concatenate([b[-shift:], b[:-shift]])) gives "
+               "when |shift| is at least the rows each X-shard holds (S / nX): one slice is then empty and "
+               "the other the whole block, so no row moves. Inside a shard the roll wraps around: reduce "
+               "the shift modulo the rows first (shift % rows), as jnp.roll does.")
 
 
 def _averaging_part(name, task, result, reference, style):
@@ -91,7 +98,7 @@ ASSIGNMENT = Assignment(
             args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rules=(ROLL_NO_COMM,),
             reference=roll_within_shards, statics=("shift",),
             visible_case=Case(mesh=(2, 4), sizes={"S": 16, "D": 8}, statics={"shift": 3}),
-            case_note=shift_past_the_shard,
+            values_hint=SLICES_NOTE, hint_when=roll_by_unreduced_slices,
         ),
     ),
     written=(

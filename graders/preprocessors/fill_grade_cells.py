@@ -35,10 +35,11 @@ def grade_cell_outputs(part: PartResult | None, missing: str, execution_count: i
 
 
 def schedule_outputs(part: PartResult) -> list:
-    """The step-by-step picture (`assignments.schedule`) of the first case whose values are
-    right but whose communication breaks the rule: what the student's program sends, drawn
-    from the compiled program's analysis (no value of the case is in it). None otherwise."""
-    case = next((c for c in part.cases if c.values_ok and not c.rule_ok and c.analysis is not None
+    """The step-by-step picture (`assignments.schedule`) of the first case whose communication
+    breaks the rule, whether or not its values are right (a roll of the whole array: wrong
+    values and a collective-permute): what the student's program sends, drawn from the
+    compiled program's analysis (no value of the case is in it). None otherwise."""
+    case = next((c for c in part.cases if not c.rule_ok and c.analysis is not None
                  and c.analysis.collectives), None)
     if case is None:
         return []

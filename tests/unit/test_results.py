@@ -38,7 +38,7 @@ def test_output_says_what_failed_bounded_and_cut_at_a_word():
     """Is a part's output bounded, cut between words and saying how much was cut, whatever a
     submission raises?"""
     long = "word " * 5000
-    part = PartResult("f", 2, [case(values_ok=False, problems=[long])] * 10)
+    part = PartResult("f", 2, [case(values_ok=False, problems=[f"{i} {long}"]) for i in range(10)])
     assert len(part.output) <= MAX_OUTPUT_CHARS
     assert "more failing case(s)" in part.output
     cut = bounded("alpha beta gamma delta " * 100, 200)
@@ -175,3 +175,68 @@ def test_an_archivers_hidden_files_are_not_the_submission(tmp_path):
         (tmp_path / name).write_text("{}")
     path, note = find_submission(str(tmp_path), "problem1")
     assert os.path.basename(path) == "problem1 (1).ipynb" and note == ""
+
+
+ADVICE = ("Every output element depends only on data the device already holds, so nothing needs to move. "
+          "Try: roll inside each shard, not the global array.")
+
+
+def _case_at(shift: int, problems: list[str], **verdict) -> CaseResult:
+    return CaseResult(Case((2, 4), {"S": 16, "D": 8}, {"shift": shift}), verdict.get("values_ok", False),
+                      verdict.get("rule_ok", False), problems, None)
+
+
+def test_a_functions_advice_is_said_once():
+    """Is the advice failing cases of a function share (the rule's why and what to try) said
+    once, on the first case it fits, each later case keeping what was observed on it and its
+    own notes, with no sentence glued to the next with ".;"? Does the class report's example
+    keep what was observed only?"""
+    cases = [_case_at(shift, [f"values wrong: some elements differ; to see them, run check(roll_diff, "
+                              f"case='shift={shift}') (this case, on inputs you can see). A note on shift {shift}.",
+                              f"communication observed: collective-permute over X of f32[{shift},2] ({8 * shift} "
+                              f"bytes) x1; allowed: none. {ADVICE}"]) for shift in (1, 2, 3)]
+    part = PartResult("roll_diff", 2, cases)
+    out = part.output
+    assert out.count("Try: roll inside each shard") == 1, out
+    lines = out.splitlines()
+    assert lines[1].endswith(f"communication observed: collective-permute over X of f32[1,2] (8 bytes) x1; "
+                             f"allowed: none. {ADVICE}"), out
+    for shift, line in zip((2, 3), lines[2:]):
+        assert line == (f"  - [mesh 2x4, S=16, D=8, shift={shift}] values wrong: some elements differ; to see them, "
+                        f"run check(roll_diff, case='shift={shift}') (this case, on inputs you can see). A note on "
+                        f"shift {shift}. communication observed: collective-permute over X of f32[{shift},2] "
+                        f"({8 * shift} bytes) x1; allowed: none."), out
+    assert ".;" not in out and ".;" not in part.first_problem
+    assert part.first_problem.endswith(ADVICE) and "Try:" not in part.first_observed
+    assert part.first_observed == ("values wrong: some elements differ; to see them, run check(roll_diff, "
+                                   "case='shift=1') (this case, on inputs you can see). communication observed: "
+                                   "collective-permute over X of f32[1,2] (8 bytes) x1; allowed: none.")
+
+
+def test_a_lone_failing_case_keeps_its_advice():
+    """With one failing case its advice stays with it, and problems that end in a full stop are
+    not followed by a stray ";"."""
+    part = PartResult("roll_diff", 2, [_case_at(11, ["values wrong: most elements differ. Reduce the shift first.",
+                                                     f"communication observed: none; allowed: none. {ADVICE}"]),
+                                       _case_at(3, [], values_ok=True, rule_ok=True)])
+    out = part.output
+    assert out.count("Try: roll inside each shard") == 1 and ".;" not in out and ".;" not in part.first_problem
+    assert part.first_problem == ("values wrong: most elements differ. Reduce the shift first. "
+                                  f"communication observed: none; allowed: none. {ADVICE}")
+
+
+def test_while_running_problems_end_as_sentences():
+    """Are the problems met while running a submission joined as sentences, not with ".;"?"""
+    result = SubmissionResult("problem1", "s.py", [], problems=["cell 3 failed.", "cell 4 failed"])
+    assert "cell 3 failed. cell 4 failed." in result.to_gradescope()["output"]
+
+
+def test_the_same_words_on_every_failing_case_are_said_once():
+    """A function that says the same on every case (not implemented yet) says it once, for all
+    of them, not once per case and "... and 6 more"."""
+    part = PartResult("roll_diff", 2, [_case_at(shift, ["not implemented (the function raises NotImplementedError)"])
+                                       for shift in range(10)])
+    assert part.output.splitlines()[1:] == [
+        "  - [all 10 cases] not implemented (the function raises NotImplementedError)."]
+    part.cases.append(_case_at(3, [], values_ok=True, rule_ok=True))
+    assert "  - [all 10 failing cases] not implemented" in part.output
