@@ -16,6 +16,8 @@ Public API:
 - `show_schedule(fn, *args, baseline=...)`: what each device sends, step by step, drawn on
   the mesh, with a timeline of the steps (`draw_schedule(analyses)` for analyses you have).
 - `analyze(compiled, mesh)`: the HLO analysis behind all of the above.
+- `explain("C001")`, `explain(roll_diff)`: what a rule checks and why, or a graded function's
+  rules with their ids (`python -m assignments.rules` lists them all).
 
 The names load on first use, so that importing the package (as the graders' parent process
 does, for the contracts) does not load JAX.
@@ -30,6 +32,7 @@ _WHERE = {
     "make_mesh": "evaluate",
     "Collective": "hlo", "ProgramAnalysis": "hlo", "analyze": "hlo",
     "draw_schedule": "schedule", "show_schedule": "schedule",
+    "explain": "rulebook",
 }
 
 __all__ = sorted([*_WHERE, "TooLateError", "setup_devices"])

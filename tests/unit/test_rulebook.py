@@ -67,6 +67,14 @@ def test_explain_names_a_rule_or_a_function(capsys):
         main(["nothing-of-the-kind"])
 
 
+def test_a_notebook_reaches_explain_from_the_package(capsys):
+    """`assignments.explain` is the rulebook's, loaded on first use like the other names."""
+    import assignments
+
+    assignments.explain("S002")
+    assert capsys.readouterr().out.startswith("S002 uses-shard-map\nWhat it checks: ")
+
+
 def test_a_compiled_rule_of_one_kind_and_the_style_rules_split_as_the_graders_run_them():
     """A part's `rule` is its rules on the compiled program (one, or all of them together);
     its style rules run in the order declared."""
