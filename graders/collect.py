@@ -28,6 +28,7 @@ from nbgrader.exchange.default import ExchangeCollect
 from nbgrader.plugins import ExtractorPlugin
 from nbgrader.utils import ignore_patterns, parse_utc, unzip
 
+from .exchange import user_name
 from .files import NotASubmission, copy_regular_tree, read_submission
 
 
@@ -96,13 +97,6 @@ def account_names(student: str) -> tuple[str, str]:
     return " ".join(words[:-1]), words[-1]
 
 
-def _user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
 def inspect_hand_in(path: str, student: str) -> tuple[str | None, float]:
     """(why the hand-in at `path` is not `student`'s own work or None, its latest change time).
 
@@ -124,7 +118,7 @@ def inspect_hand_in(path: str, student: str) -> tuple[str | None, float]:
         owner = top.st_uid
     changed = top.st_ctime
     if top.st_uid != owner:
-        return f"was made by {_user_name(top.st_uid)}, not by {student}", changed
+        return f"was made by {user_name(top.st_uid)}, not by {student}", changed
     refusal = None
     for folder, dirs, files in os.walk(path):
         for name in dirs + files:
@@ -136,7 +130,7 @@ def inspect_hand_in(path: str, student: str) -> tuple[str | None, float]:
             changed = max(changed, st.st_ctime)
             where = os.path.relpath(entry, path)
             if refusal is None and st.st_uid != owner:
-                refusal = f"holds {where}, made by {_user_name(st.st_uid)}"
+                refusal = f"holds {where}, made by {user_name(st.st_uid)}"
             elif refusal is None and not stat.S_ISLNK(st.st_mode) and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 refusal = f"holds {where}, which other users may write (mode {oct(stat.S_IMODE(st.st_mode))})"
     return refusal, changed

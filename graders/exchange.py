@@ -60,7 +60,8 @@ class UnsafeExchange(RuntimeError):
                          + "\n".join(f"  {p}" for p in problems))
 
 
-def _user(uid: int) -> str:
+def user_name(uid: int) -> str:
+    """The name of user `uid`, or "uid N" where it has none."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -95,7 +96,7 @@ def _ancestor_problems(path: str, trusted: set[int]) -> list[ExchangeProblem]:
         except OSError:
             continue
         if st.st_uid not in trusted:
-            problems.append(ExchangeProblem(folder, f"is owned by {_user(st.st_uid)}, who could rename the "
+            problems.append(ExchangeProblem(folder, f"is owned by {user_name(st.st_uid)}, who could rename the "
                                             "exchange inside it", f"sudo chown root {folder}"))
         elif _others_may_rename_in(st):
             problems.append(ExchangeProblem(folder, f"mode {_mode(st)} lets other users rename the exchange "
@@ -112,7 +113,7 @@ def exchange_problems(root: str, course_id: str, instructors: set[int] | None = 
     first); the release itself passes False, since it makes the folder as the instructor."""
     instructors = {os.geteuid()} if instructors is None else set(instructors)
     trusted = instructors | {0}
-    owner = _user(min(instructors - {0} or instructors))
+    owner = user_name(min(instructors - {0} or instructors))
     set_up = SET_UP.format(root=root, owner=owner, course=course_id)
     problems = _ancestor_problems(root, trusted)
     try:
@@ -124,7 +125,7 @@ def exchange_problems(root: str, course_id: str, instructors: set[int] | None = 
     if not stat.S_ISDIR(st.st_mode):
         return problems + [ExchangeProblem(root, "is not a folder", set_up)]
     if st.st_uid not in trusted:
-        problems.append(ExchangeProblem(root, f"is owned by {_user(st.st_uid)}, who could rename or replace "
+        problems.append(ExchangeProblem(root, f"is owned by {user_name(st.st_uid)}, who could rename or replace "
                                         "the course's folder in it", f"sudo chown root {root}"))
     if stat.S_IMODE(st.st_mode) & 0o777 != 0o777:
         problems.append(ExchangeProblem(root, f"mode {_mode(st)}: students cannot hand in there",
@@ -155,7 +156,7 @@ def _course_problems(course: str, st: os.stat_result, instructors: set[int], own
         return [ExchangeProblem(course, "is root's, not the instructor's: the instructor cannot release into it",
                                 f"sudo chown -R {owner} {course}")]
     if st.st_uid not in instructors:  # what is in it may be anyone's: made anew
-        return [ExchangeProblem(course, f"is owned by {_user(st.st_uid)}, not by the instructor: its owner "
+        return [ExchangeProblem(course, f"is owned by {user_name(st.st_uid)}, not by the instructor: its owner "
                                 "can replace what students fetch and read what they hand in",
                                 f"sudo rm -r {course} && sudo install -d -m 0755 -o {owner} {course}")]
     problems = []
@@ -169,7 +170,7 @@ def _course_problems(course: str, st: os.stat_result, instructors: set[int], own
         except FileNotFoundError:
             continue
         if stat.S_ISLNK(sub.st_mode) or not stat.S_ISDIR(sub.st_mode) or sub.st_uid not in instructors:
-            problems.append(ExchangeProblem(folder, f"is not a folder of the instructor's (owner {_user(sub.st_uid)})",
+            problems.append(ExchangeProblem(folder, f"is not a folder of the instructor's (owner {user_name(sub.st_uid)})",
                                             f"sudo rm -r {folder}, then release again"))
         elif sticky_needed and _others_may_rename_in(sub):
             problems.append(ExchangeProblem(folder, f"mode {_mode(sub)} (no sticky bit) lets a student rename or "
