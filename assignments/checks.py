@@ -17,7 +17,7 @@ import jax
 from rich.panel import Panel
 from rich.text import Text
 
-from .contract import Assignment, Case, CaseResult, Part, arg_leaves, case_inputs
+from .contract import CHECKS, Assignment, Case, CaseResult, Part, Problem, arg_leaves, case_inputs
 from .contracts import find_part
 from .devices import setup_devices
 from .diagnosis import exception_hint, not_implemented_message
@@ -43,19 +43,24 @@ class CheckFailed(AssertionError):
     output area at 1280 px with the file browser open. JupyterLab breaks longer lines anywhere,
     mid-word included (`word-break: break-all`)."""
 
-    def __init__(self, name: str, problems: list[str], case: str | None = None):
+    def __init__(self, name: str, problems: list[Problem], case: str | None = None):
         self.name, self.problems, self.case = name, list(problems), case
-        first = [p.splitlines()[0] if p else "" for p in self.problems] or ["failed"]
+        first = [_first_line(p) for p in self.problems] or ["failed"]
         super().__init__(f"{name}: " + "; ".join(first))
 
     def _render_traceback_(self) -> list[str]:  # IPython shows this instead of a traceback
         which = f"the visible check of {self.name}" if self.case is None else f"{self.name} at {self.case}"
         lines = [f"CheckFailed: {which} did not pass (details in its panel)"]
         for p in self.problems:
-            first = p.splitlines()[0] if p else ""
+            first = _first_line(p)
             cut = first if len(first) + 2 <= self.SHOWN else first[:self.SHOWN - 4].rsplit(" ", 1)[0] + " \u2026"
             lines.append(f"\u2717 {cut}")
         return lines
+
+
+def _first_line(problem: Problem) -> str:
+    """A problem's first line, led by the id of its rule (`explain("C001")` explains it)."""
+    return f"{problem.rule} {(problem.message.splitlines() or [''])[0]}"
 
 
 @dataclasses.dataclass
@@ -78,8 +83,13 @@ class CheckResult:
         return self.result.passed and (self.second is None or self.second.passed)
 
     @property
-    def problems(self) -> list[str]:
+    def problems(self) -> list[Problem]:
         return list(self.result.problems) + list(self.second.problems if self.second else [])
+
+    @property
+    def messages(self) -> list[str]:
+        """The problems' messages, in order."""
+        return [p.message for p in self.problems]
 
     def __repr__(self) -> str:
         verdict = "passed" if self.passed else "failed"
@@ -174,10 +184,10 @@ def _run_case(fn, assignment: Assignment, spec: Part, case: Case) -> CaseResult:
         compiled = lowered.compile()
         return evaluate_compiled(spec, case, mesh, compiled, lowered.as_text(), arrays)
     except NotImplementedError as e:
-        return CaseResult.failed(case, not_implemented_message(e, spec.name))
+        return CaseResult.failed(case, CHECKS["E001"].problem(not_implemented_message(e, spec.name)))
     except Exception as e:
-        return CaseResult.failed(
-            case, f"raised {type(e).__name__} while tracing or compiling{_user_frame(e)}: {_explain(e)}")
+        return CaseResult.failed(case, CHECKS["E002"].problem(
+            f"raised {type(e).__name__} while tracing or compiling{_user_frame(e)}: {_explain(e)}"))
 
 
 def parse_case(spec: Part, label: str) -> Case:
@@ -230,12 +240,13 @@ def check(fn, *, part: str | None = None, show: bool = True, raises: bool = True
     if case is None and result.passed and (other := second_case(spec, spec.visible_case)) is not None:
         second = _run_case(fn, assignment, spec, other)
         if not second.passed:
-            second.problems[:] = [f"on mesh {other.mesh[0]}x{other.mesh[1]} (sizes as above), {p}"
+            second.problems[:] = [dataclasses.replace(p, message=f"on mesh {other.mesh[0]}x{other.mesh[1]} "
+                                                                 f"(sizes as above), {p.message}")
                                   for p in second.problems]
-            second.problems.append(
+            second.problems.append(CHECKS["H003"].problem(
                 f"it passes on mesh {spec.visible_case.mesh[0]}x{spec.visible_case.mesh[1]} but not on "
                 f"{other.mesh[0]}x{other.mesh[1]}: read sizes from mesh.shape['X'], mesh.shape['Y'] "
-                f"and the arrays' shapes instead of writing them in")
+                f"and the arrays' shapes instead of writing them in"))
     outcome = CheckResult(spec, result, second, chosen=case is not None)
     if show:
         render(outcome)
@@ -308,7 +319,7 @@ def render(outcome: CheckResult) -> None:
                      "depend on them, as a routing can)." if outcome.chosen else
                      "\nProbably right: the hidden graders try many more meshes and shapes.", style="dim")
     else:
-        lines.append("\n".join(f"\u2717 {p}" for p in outcome.problems), style="red")
+        lines.append("\n".join(f"\u2717 {p.rule} {p.message}" for p in outcome.problems), style="red")
     title = (f"{spec.name} at {result.case.label}: " if outcome.chosen else f"visible check: {spec.name} ") + (
         "[green]passed[/green]" if outcome.passed else "[red]failed[/red]")
     console.print(Panel(lines, title=title, title_align="left"))

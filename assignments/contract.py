@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
@@ -86,6 +87,139 @@ def map_args(fn, arg, value):
     return fn(value, arg)
 
 
+PROBLEM_KINDS = ("run", "values", "communication", "style", "policy", "hint")
+"""What a problem is about: the code did not run to a result ("run"); its result is wrong
+("values"); its compiled program breaks a rule on communication, memory or work
+("communication"); it is not written as the part asks ("style"); a verdict across cases
+("policy"); or advice on a failure, never a failure itself ("hint")."""
+
+RULE_ID = re.compile(r"[A-Z][0-9]{3}")
+"""How a rule's or check's id is written: a letter and three digits ("C001", "V005")."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a case, in words a student can act on, with the id of the rule or
+    check that found it: a rule a part declares (`assignments.rules.RULES`) or a check the kit
+    makes of every graded function (`CHECKS`). `python -m assignments.rules ID` explains it.
+    The class report counts problems by `rule`, never by their wording."""
+
+    rule: str
+    message: str
+    kind: str
+
+    def __str__(self) -> str:
+        return self.message
+
+    @property
+    def fails(self) -> bool:
+        """A hint is advice on a failure, never a failure of its own."""
+        return self.kind != "hint"
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "kind": self.kind, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data, max_chars: int = 2000) -> "Problem":
+        """A problem read back from JSON (a worker's event, a results file), checked field by
+        field: a known id, a known kind, a message of at most `max_chars` (longer ones cut).
+        Raises ValueError on anything else."""
+        if not isinstance(data, dict):
+            raise ValueError("a problem is an object with rule, kind and message")
+        rule, kind, message = data.get("rule"), data.get("kind"), data.get("message")
+        if not isinstance(rule, str) or not RULE_ID.fullmatch(rule) or not known_rule(rule):
+            raise ValueError(f"a problem's rule is not a rule or check the kit has: {str(rule)[:20]!r}")
+        if kind not in PROBLEM_KINDS:
+            raise ValueError(f"a problem's kind is not one of {', '.join(PROBLEM_KINDS)}")
+        if not isinstance(message, str):
+            raise ValueError("a problem's message is not text")
+        return cls(rule, message[:max_chars], kind)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A check the kit makes of every graded function, whatever its contract: that it runs,
+    and that its result has the contract's structure, shape, dtype, sharding and values. Listed
+    with the rules by `python -m assignments.rules`, with the same fields (an id, a name, what
+    it checks, why)."""
+
+    code: str
+    title: str
+    kind: str
+    checks: str
+    rationale: str
+
+    def problem(self, message: str) -> Problem:
+        return Problem(self.code, message, self.kind)
+
+
+CHECKS: dict[str, Check] = {c.code: c for c in (
+    Check("E001", "defined", "run",
+          "the submission defines the function, with the contract's signature, and it is implemented",
+          "The graders call the function by its name with the contract's arguments; a missing, renamed or "
+          "unimplemented function leaves nothing to grade."),
+    Check("E002", "traces", "run",
+          "calling the function traces and lowers (jax.jit) without raising, in the time allowed",
+          "A function that raises while JAX traces it (a shape that does not divide, a Python loop on a "
+          "traced value) never becomes a program: the message names the call that raises it again."),
+    Check("E003", "runs", "run",
+          "the compiled program compiles and runs to its end, in the time and memory allowed",
+          "A program that fails or hangs when run has no result to judge; the message names the case to "
+          "run it on yourself."),
+    Check("E004", "submission-runs", "run",
+          "the submission reads as Python or a notebook, and its cells run to their end",
+          "A cell that fails or never ends stops what it defines from existing; the functions it did not "
+          "define cannot be graded, the others still are."),
+    Check("E005", "graders-error", "run",
+          "the graders themselves could judge the case",
+          "A failure of the kit's own, never the submission's: the case is regraded once the kit is fixed."),
+    Check("V001", "result-structure", "values",
+          "the function returns what the contract names: one array, or the contract's tuple of arrays",
+          "A result of another structure (a dict, a list of the wrong length, a NumPy array) cannot be "
+          "compared with the reference."),
+    Check("V002", "shape", "values", "the result has the contract's shape",
+          "A result of another shape is usually one device's block where the whole array belongs, or the "
+          "other way round."),
+    Check("V003", "dtype", "values", "the result has the contract's dtype",
+          "A narrower type (bfloat16) loses digits the reference keeps; a wider one is not what was asked."),
+    Check("V004", "sharding", "values", "the result is laid out over the mesh as the contract says",
+          "The next step of a model reads the result where the contract puts it: a result left replicated, "
+          "or split another way, costs a reshuffle that the problem exists to avoid."),
+    Check("V005", "values", "values", "the result's values match a float64 reference, within float32 rounding",
+          "The reference is NumPy in float64 on the same inputs; the tolerance allows float32 rounding and "
+          "nothing more (a bfloat16 step fails)."),
+    Check("V006", "every-copy", "values",
+          "every device holding a copy of a block of the result holds the right values",
+          "Reading an array back reads one copy of each block; a result replicated over an axis must be "
+          "right on every device along it, not only on the one read first."),
+    Check("P001", "answers-depend-on-inputs", "policy",
+          "right values on a case whose answer is the same whatever the inputs (all zeros, all ones) count "
+          "only with right values on a case whose answer depends on them",
+          "A function that ignores its inputs is right wherever the answer is constant; being right there "
+          "shows nothing alone."),
+    Check("P002", "style-on-every-mesh", "policy",
+          "a style rule broken on a mesh that shows it is broken on every mesh",
+          "JAX inlines a shard_map whose axes all have one device, so a mesh with a one-device axis cannot "
+          "show how the code is written; the code is the same on every mesh."),
+    Check("H003", "sizes-from-the-mesh", "hint",
+          "nothing: when a visible check passes on its first mesh and fails on a second, it says to read sizes "
+          "from the mesh and the arrays",
+          "Sizes written into the code (a 2 for the mesh's X axis) pass on the mesh they were written for and "
+          "fail on every other; the hidden cases use many meshes."),
+)}
+"""The checks the kit makes of every graded function, by id."""
+
+
+def known_rule(code: str) -> bool:
+    """Is `code` the id of a check (`CHECKS`) or of a kind of rule (`assignments.rules.RULES`)?"""
+    if code in CHECKS:
+        return True
+    from .rules import RULES  # the rules' module imports this one
+    from . import contracts  # noqa: F401  (rules defined by contracts register when they load)
+
+    return code in RULES
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One configuration a graded function is called with: a mesh, sizes, static arguments."""
@@ -138,11 +272,6 @@ class Part:
     eager: bool = False
     """Called eagerly on concrete arrays, not traced: graded on the result's shape, dtype,
     sharding and values as reported by the submission's process (no artifact, no HLO)."""
-    values_hint: str = ""
-    """Appended to a wrong-values message: the mistake it usually means and where to look."""
-    hint_when: Callable | None = None
-    """The reference of the mistake `values_hint` names (same signature as `reference`):
-    when given, the hint is shown only if the result matches it, never on other wrong values."""
     axis_types: str = "auto"
     """The mesh's axis types for this function: ``'auto'`` (the course's default) or
     ``'explicit'`` (`jax.sharding.AxisType.Explicit`: shardings are part of the types)."""
@@ -165,8 +294,13 @@ class Part:
         visible check states as allowed, and what runs after the program ran."""
         from .rules import AllOf
 
-        compiled = tuple(r for r in self.rules if not r.reads_lowered)
+        compiled = tuple(r for r in self.rules if not r.reads_lowered and r.problem_kind != "hint")
         return compiled[0] if len(compiled) == 1 else AllOf(compiled)
+
+    @property
+    def hints(self) -> tuple:
+        """The advice the contract attaches to wrong values (`assignments.rules.Hint`), in order."""
+        return tuple(r for r in self.rules if r.problem_kind == "hint")
 
     @property
     def style_rules(self) -> tuple:
@@ -255,11 +389,12 @@ def style_on_every_mesh(part: Part, cases: list[CaseResult]) -> list[CaseResult]
     if all(r.judged_everywhere for r in part.style_rules):
         return cases
     shown = [(p, c.case.mesh) for c in cases if style_shows(c.case.mesh)
-             for p in c.problems if p.startswith(f"{part.name} must ")]
+             for p in c.problems if p.kind == "style"]
     if not shown:
         return cases
     problem, mesh = shown[0]
-    carried = f"{problem} (seen on the {'x'.join(map(str, mesh))} mesh: a mesh with a one-device axis cannot show it)"
+    carried = CHECKS["P002"].problem(f"{problem.message} (seen on the {'x'.join(map(str, mesh))} mesh: a mesh "
+                                     f"with a one-device axis cannot show it)")
     return [c if style_shows(c.case.mesh) or problem in c.problems
             else dataclasses.replace(c, rule_ok=False, problems=c.problems + [carried]) for c in cases]
 
@@ -332,7 +467,7 @@ def counted_where_answers_depend(cases: list[CaseResult], constant: list[bool]) 
     that returns zeros must not earn roll_diff's shift-0 cases."""
     if all(constant) or any(c.values_ok for c, fixed in zip(cases, constant) if not fixed):
         return cases
-    return [dataclasses.replace(c, values_ok=False, problems=[NEEDS_AN_INPUT_CASE] + c.problems)
+    return [dataclasses.replace(c, values_ok=False, problems=[CHECKS["P001"].problem(NEEDS_AN_INPUT_CASE)] + c.problems)
             if fixed and c.values_ok else c for c, fixed in zip(cases, constant)]
 
 
@@ -350,8 +485,9 @@ class CaseResult:
     """Shape, dtype, sharding and values all match the contract."""
     rule_ok: bool
     """The communication rule and the required style (jit or shard_map) hold."""
-    problems: list[str]
-    """What went wrong, in words a student can act on (empty when all is well)."""
+    problems: list[Problem]
+    """What went wrong, each with the rule or check that found it (empty when all is well; a
+    hint may follow a failure)."""
     analysis: ProgramAnalysis | None = None
     """The compiled program's communication, when it compiled."""
     ran: bool = True
@@ -364,6 +500,12 @@ class CaseResult:
     def passed(self) -> bool:
         return self.values_ok and self.rule_ok
 
+    @property
+    def messages(self) -> list[str]:
+        """The problems' messages, in order."""
+        return [p.message for p in self.problems]
+
     @classmethod
-    def failed(cls, case: Case, problem: str) -> "CaseResult":
+    def failed(cls, case: Case, problem: Problem) -> "CaseResult":
+        """A case that never got a result: `problem` says why (a check of kind "run")."""
         return cls(case, False, False, [problem], ran=False)

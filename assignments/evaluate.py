@@ -13,9 +13,9 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding
 
-from .contract import MESH_AXES, Case, CaseResult, Part, Tree, arg_leaves, as_float64, check_call, map_args
+from .contract import CHECKS, MESH_AXES, Case, CaseResult, Part, Problem, Tree, arg_leaves, as_float64, check_call, map_args
 from .hlo import ProgramAnalysis, analyze
-from .rules import ring_directions_note
+from .rules import Program, WrongValues
 from .style_rules import style_problems
 
 
@@ -119,14 +119,24 @@ def _matches(got, want) -> bool:
         for g, w in zip(got, want))
 
 
-def _hint(part: Part, out, arrays, case: Case) -> str:
-    """What a wrong-values message adds: `part.values_hint` when it applies (always, or, with
-    `part.hint_when`, the reference of the mistake it names, only when the result is exactly
-    that mistake's: roll_diff's note on slices is never shown for a roll of the whole array)."""
-    if part.values_hint and (part.hint_when is None or _matches(out, part.hint_when(
-            *[as_float64(a) for a in arrays], mesh=case.mesh, **case.statics))):
-        return part.values_hint
-    return ""
+def _hints(part: Part, case: Case, analysis: ProgramAnalysis | None, out, reference, arrays) -> list[Problem]:
+    """The advice the contract attaches to wrong values (`Part.hints`), each where it fits what
+    the program did: roll_diff's note on slices only for a result that is exactly that
+    mistake's (never for a roll of the whole array), a ring's directions only for values off by
+    whole blocks."""
+    def matches(mistake) -> bool:
+        return _matches(out, mistake(*[as_float64(a) for a in arrays], mesh=case.mesh, **case.statics))
+
+    wrong = WrongValues(analysis, _far_off(out, reference), matches)
+    return [Problem(hint.code, text, "hint") for hint in part.hints if (text := hint.advice(wrong))]
+
+
+def _values_wrong(problems: list[Problem]) -> bool:
+    return any(p.rule in ("V005", "V006") for p in problems)
+
+
+def _check(code: str, message: str) -> Problem:
+    return CHECKS[code].problem(message)
 
 
 def count_when_run(compiled, args, analysis: ProgramAnalysis) -> ProgramAnalysis:
@@ -218,25 +228,22 @@ def evaluate_compiled(part: Part, case: Case, mesh, compiled, stablehlo_text: st
         args = place(arrays, part, mesh)
         out = jax.block_until_ready(compiled(*args))  # finished before count_when_run profiles a run
     except Exception as e:  # a runtime failure inside the compiled program
-        rule_problems += part.rule.violations(analysis, case, arrays)
-        problem = f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        rule_problems += part.rule.check(Program(part, analysis, inputs=tuple(arrays)), case)
+        problem = _check("E003", f"raised when run: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
         return CaseResult(case, False, not rule_problems, [problem] + rule_problems, analysis, ran=False)
     analysis = count_when_run(compiled, args, analysis)
-    rule_problems += part.rule.violations(analysis, case, arrays)
+    rule_problems += part.rule.check(Program(part, analysis, inputs=tuple(arrays)), case)
     reference = part.reference(*[as_float64(a) for a in arrays], mesh=case.mesh, **case.statics)
     if isinstance(part.result, Tree):
         problems = _tree_problems(out, part, reference, mesh, case, show_values)
-        if any("values wrong" in p for p in problems) and (hint := _hint(part, out, arrays, case)):
-            problems.append(hint)
     else:
-        problems = _array_problems(part, case, mesh, out, reference, arrays, show_values)
-    if any("values wrong" in p for p in problems) and _far_off(out, reference):
-        # Which way the data went: a ring walking the other way than its schedule shows.
-        problems += [note for note in [ring_directions_note(analysis)] if note]
+        problems = _array_problems(part, case, mesh, out, reference, show_values)
+    hints = _hints(part, case, analysis, out, reference, arrays) if _values_wrong(problems) else []
     # Run counts the profiler could not read leave the verdict depending on this process: not
     # `ran`, so that no cache keeps it.
     settled = all(c.count is not None for c in analysis.collectives)
-    return CaseResult(case, not problems, not rule_problems, problems + rule_problems, analysis, ran=settled)
+    return CaseResult(case, not problems, not rule_problems, problems + hints + rule_problems, analysis,
+                      ran=settled)
 
 
 def _far_off(out, reference) -> bool:
@@ -251,28 +258,27 @@ def _far_off(out, reference) -> bool:
 
 
 
-def _array_problems(part: Part, case: Case, mesh, out, reference, arrays, show_values: bool) -> list[str]:
+def _array_problems(part: Part, case: Case, mesh, out, reference, show_values: bool) -> list[Problem]:
     """Shape, dtype, sharding and values of a single-array result."""
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
     if isinstance(out, (tuple, list)):
-        return [f"returned {len(out)} values; expected one array {part.result.describe(case)}"]
+        return [_check("V001", f"returned {len(out)} values; expected one array {part.result.describe(case)}")]
     if not isinstance(out, jax.Array):  # a dict, None, or another pytree the program returned
-        return [f"returned a {type(out).__name__}; expected one array {part.result.describe(case)}"]
+        return [_check("V001", f"returned a {type(out).__name__}; expected one array {part.result.describe(case)}")]
     if tuple(out.shape) != want_shape:
-        return [f"wrong shape: got {tuple(out.shape)}, expected {want_shape} ({part.result.describe(case)})"]
+        return [_check("V002", f"wrong shape: got {tuple(out.shape)}, expected {want_shape} "
+                               f"({part.result.describe(case)})")]
     if out.dtype != want_dtype:
-        return [f"wrong dtype: got {out.dtype}, expected {want_dtype}"]
+        return [_check("V003", f"wrong dtype: got {out.dtype}, expected {want_dtype}")]
     problems = []
     if not out.sharding.is_equivalent_to(NamedSharding(mesh, part.result.partition_spec), out.ndim):
-        problems.append(f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
-                        f"{part.result.partition_spec} ({_sharding_fix(part)})")
+        problems.append(_check("V004", f"wrong sharding: got {_sharding_text(out.sharding, out.ndim)}, expected "
+                                       f"{part.result.partition_spec} ({_sharding_fix(part)})"))
     retry = check_call(part, case)
-    wrong = _compare_values(np.asarray(out), np.asarray(reference), show_values, retry)
-    if wrong:
-        hint = _hint(part, np.asarray(out), arrays, case)
-        problems.append(wrong + (f". {hint}" if hint else ""))
+    if wrong := _compare_values(np.asarray(out), np.asarray(reference), show_values, retry):
+        problems.append(_check("V005", wrong))
     elif wrong := _copies_problem(out, np.asarray(reference, dtype=np.float64), show_values, retry):
-        problems.append(wrong)
+        problems.append(_check("V006", wrong))
     return problems
 
 
@@ -285,33 +291,33 @@ def _sharding_fix(part: Part) -> str:
     return "add out_shardings to jax.jit, or fix out_specs"
 
 
-def _tree_problems(out, part: Part, reference, mesh, case: Case, show_values: bool) -> list[str]:
+def _tree_problems(out, part: Part, reference, mesh, case: Case, show_values: bool) -> list[Problem]:
     """Check a pytree result leaf by leaf: shape, dtype, sharding, values."""
     result, retry = part.result, check_call(part, case)
     want = arg_leaves(result)
     got = jax.tree.leaves(out)
     ref = jax.tree.leaves(reference)
     if len(got) != len(want) or not all(isinstance(g, jax.Array) for g in got):
-        return [f"returned {len(got)} value(s) ({type(out).__name__}); expected {len(want)} arrays "
-                f"in the structure {result.describe(case)}"]
+        return [_check("V001", f"returned {len(got)} value(s) ({type(out).__name__}); expected {len(want)} "
+                               f"arrays in the structure {result.describe(case)}")]
     problems = []
     for g, leaf, r in zip(got, want, ref):
         shape, dtype = leaf.shape(case), np.dtype(leaf.dtype)
         if tuple(g.shape) != shape:
-            problems.append(f"{leaf.name}: wrong shape: got {tuple(g.shape)}, expected {shape} "
-                            f"({leaf.describe(case)})")
+            problems.append(_check("V002", f"{leaf.name}: wrong shape: got {tuple(g.shape)}, expected {shape} "
+                                           f"({leaf.describe(case)})"))
         elif g.dtype != dtype:
-            problems.append(f"{leaf.name}: wrong dtype: got {g.dtype}, expected {dtype}")
+            problems.append(_check("V003", f"{leaf.name}: wrong dtype: got {g.dtype}, expected {dtype}"))
         else:
             want_sharding = NamedSharding(mesh, leaf.partition_spec)
             if not g.sharding.is_equivalent_to(want_sharding, g.ndim):
-                problems.append(f"{leaf.name}: wrong sharding: got {_sharding_text(g.sharding, g.ndim)}, "
-                                f"expected {leaf.partition_spec}")
+                problems.append(_check("V004", f"{leaf.name}: wrong sharding: got "
+                                               f"{_sharding_text(g.sharding, g.ndim)}, expected {leaf.partition_spec}"))
             r = np.asarray(r, dtype=np.float64)
-            wrong = (_compare_values(np.asarray(g), r, show_values, retry)
-                     or _copies_problem(g, r, show_values, retry))
-            if wrong:
-                problems.append(f"{leaf.name}: {wrong}")
+            if wrong := _compare_values(np.asarray(g), r, show_values, retry):
+                problems.append(_check("V005", f"{leaf.name}: {wrong}"))
+            elif wrong := _copies_problem(g, r, show_values, retry):
+                problems.append(_check("V006", f"{leaf.name}: {wrong}"))
     return problems
 
 
@@ -344,21 +350,22 @@ def evaluate_eager_report(part: Part, case: Case, mesh, report: dict, arrays: li
     each is checked against where the contract's sharding puts that slice of the hidden
     input. A report can only pass by holding exactly what a right answer places where.
     """
-    problems: list[str] = []
+    problems: list[Problem] = []
     want_shape, want_dtype = part.result.shape(case), np.dtype(part.result.dtype)
     if report.get("type") != "Array":
-        problems.append(f"returned a {report.get('type')}; expected a jax.Array {part.result.describe(case)}")
+        problems.append(_check("V001", f"returned a {report.get('type')}; expected a jax.Array "
+                                       f"{part.result.describe(case)}"))
     elif tuple(report["shape"]) != want_shape:
-        problems.append(f"wrong shape: got {tuple(report['shape'])}, expected {want_shape}")
+        problems.append(_check("V002", f"wrong shape: got {tuple(report['shape'])}, expected {want_shape}"))
     elif report["dtype"] != want_dtype.name:
-        problems.append(f"wrong dtype: got {report['dtype']}, expected {want_dtype}")
+        problems.append(_check("V003", f"wrong dtype: got {report['dtype']}, expected {want_dtype}"))
     else:
         problems += _shard_problems(part, mesh, report, np.asarray(arrays[0]))
     ok = not problems
     return CaseResult(case, ok, ok, problems)
 
 
-def _shard_problems(part: Part, mesh, report: dict, source: np.ndarray) -> list[str]:
+def _shard_problems(part: Part, mesh, report: dict, source: np.ndarray) -> list[Problem]:
     """Compare reported shards with the contract's placement of `source` on `mesh`."""
     shape = source.shape
     want = NamedSharding(mesh, part.result.partition_spec).devices_indices_map(shape)
@@ -366,12 +373,12 @@ def _shard_problems(part: Part, mesh, report: dict, source: np.ndarray) -> list[
             for d, index in want.items()}
     got = {shard["device"]: shard for shard in report.get("shards", [])}
     if set(got) != set(want) or any(got[d]["index"] != want[d] for d in want):
-        return [f"wrong sharding: got {report.get('sharding')}, expected "
-                f"{part.result.partition_spec} on the given mesh (each device holds its own block)"]
+        return [_check("V004", f"wrong sharding: got {report.get('sharding')}, expected "
+                               f"{part.result.partition_spec} on the given mesh (each device holds its own block)")]
     for device, index in want.items():
         block = source[tuple(slice(a, b) for a, b in index)]
         data = got[device]["data"]
         if data.shape != block.shape or data.dtype != block.dtype or not np.array_equal(data, block):
-            return [f"values wrong: the block on device {device} differs from the input's "
-                    f"(placing an array must not change its values or dtype)"]
+            return [_check("V005", f"values wrong: the block on device {device} differs from the input's "
+                                   f"(placing an array must not change its values or dtype)")]
     return []

@@ -3,7 +3,8 @@
 `analyze(compiled, mesh)` reads the compiled (SPMD-partitioned, optimized) HLO text once
 and returns a `ProgramAnalysis`: every collective with its kind, the mesh axes it runs
 over, its per-device shape and bytes, and how many times it runs (loop trip counts read
-from the compiled program), plus the largest values the program computes and its
+from the compiled program), plus the largest values the program computes (each with the
+arguments it is computed from, so that routing bookkeeping is told from activations) and its
 temporary memory. Everything else in the kit asserts on this table, never on raw text.
 """
 from __future__ import annotations
@@ -119,6 +120,10 @@ class Collective:
     copies: bool = False
     """all-to-all only: every block it sends is a copy of one computed value (`_copies_one_value`),
     so that each device gets every device's value: an all-gather spelled as an all-to-all."""
+    sources: tuple[int, ...] | None = None
+    """The program's arguments what it sends is computed from (as `Value.sources`), so that a
+    message can say what moved (a count computed from the routing, or the tokens in another
+    type); None when not known."""
 
     @property
     def priced_kind(self) -> str:
@@ -184,8 +189,41 @@ class Value:
     """A value the program computes (an instruction result outside fusions)."""
 
     name: str
+    """The instruction's name in the HLO text, to find it there (XLA's, never the student's:
+    messages describe a value by `describe`, not by this)."""
     shape: ArrayShape
     opcode: str
+    sources: tuple[int, ...] | None = None
+    """The program's arguments it is computed from (their positions in the call, 0 first),
+    through tuples, loops, calls, fusions and conditionals (`_Sources`); empty for a value
+    computed from none (a constant, an iota); None when not known (a value built by hand)."""
+    bookkeeping: bool = False
+    """Computed from no floating-point argument: from the integer arguments alone (problem2's
+    routing B: ids, counts, ranks, one-hot masks, in any type) or from none. PROBLEMS.md: the
+    memory rules count activations, values computed from A or W, and never bookkeeping."""
+
+    def describe(self, names: tuple[str, ...] = ()) -> str:
+        """What the value is, as a message says it: its shape, its size, the arguments it is
+        computed from (by `names`, the program's arguments in order; without them, by position:
+        "argument 2") and, where the program says, how it came about: "f32[4,37,8] (1,184
+        elements, from A and B, carried through a loop)"."""
+        details = [self.shape.size_text()[1:-1]]
+        if self.sources:
+            details.append("from " + _and([names[i] if i < len(names) else f"argument {i + 1}"
+                                           for i in self.sources]))
+        if self.opcode in _ROLES:
+            details.append(_ROLES[self.opcode])
+        return f"{self.shape} ({', '.join(details)})"
+
+
+_ROLES = {"while": "carried through a loop", "all-to-all": "received by an all_to_all",
+          "all-gather": "gathered by an all_gather", "conditional": "returned by a jax.lax.cond or switch"}
+"""How a value came about, for the few instructions whose result says more than its shape."""
+
+
+def _and(words: list[str]) -> str:
+    """"W", "W and A", "W, A and B"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +279,9 @@ class ProgramAnalysis:
     collectives: tuple[Collective, ...]
     """Every collective, in program order."""
     largest_values: tuple[Value, ...]
-    """The largest computed values (top 10 by bytes), parameters excluded."""
+    """The largest computed values, parameters excluded, 10 in all, as the memory rules rank
+    them: the activations first, then bookkeeping (`Value.bookkeeping`), each largest first by
+    `ArrayShape.size`."""
     temp_bytes: int | None
     """Temporary memory XLA allocates per device (None if the backend does not say)."""
     num_devices: int
@@ -296,10 +336,14 @@ class ProgramAnalysis:
                               "results": shapes(c["results"]), "shifts": tuple(c["shifts"]),
                               "pairs": tuple((int(s), int(t)) for s, t in c.get("pairs", ())),
                               "groups": tuple(tuple(int(d) for d in g) for g in c.get("groups", ())),
-                              "matmul_needs": tuple(float(f) for f in c.get("matmul_needs", ()))})
+                              "matmul_needs": tuple(float(f) for f in c.get("matmul_needs", ())),
+                              "sources": None if c.get("sources") is None else tuple(int(i) for i in c["sources"])})
                 for c in data["collectives"]),
             largest_values=tuple(Value(v["name"], ArrayShape(v["shape"]["dtype"], tuple(v["shape"]["dims"])),
-                                       v["opcode"]) for v in data["largest_values"]),
+                                       v["opcode"],
+                                       None if v.get("sources") is None else tuple(int(i) for i in v["sources"]),
+                                       bool(v.get("bookkeeping", False)))
+                                 for v in data["largest_values"]),
             temp_bytes=data["temp_bytes"], num_devices=data["num_devices"],
             flops=data.get("flops"), bytes_accessed=data.get("bytes_accessed"),
             argument_bytes=data.get("argument_bytes"), output_bytes=data.get("output_bytes"),
@@ -325,8 +369,10 @@ class ProgramAnalysis:
         return bytes_sent(self.collectives, ring=True)
 
     def values_at_least(self, elements: int) -> list[Value]:
-        """The values as large as `elements` float32 values or larger (`ArrayShape.size`)."""
-        return [v for v in self.largest_values if v.shape.size >= elements]
+        """The activations as large as `elements` float32 values or larger (`ArrayShape.size`),
+        largest first: what the memory rules count. Bookkeeping (`Value.bookkeeping`: values
+        computed from the routing alone, or from no argument) never counts (PROBLEMS.md)."""
+        return [v for v in self.largest_values if v.shape.size >= elements and not v.bookkeeping]
 
 
 # ---------------------------------------------------------------------------------------
@@ -343,6 +389,11 @@ class _Instruction:
     attrs: str
     parameter: int | None = None
     """A parameter's number (``parameter(2)``: 2); None for any other instruction."""
+    parts: tuple[int, ...] = ()
+    """A tuple-shaped result: how many arrays (of `shapes`) each of its elements holds, so that
+    element i of a nested tuple is found among the flattened `shapes`; empty for an array."""
+    root: bool = False
+    """Is it its computation's ROOT (what the computation returns)?"""
 
 
 _SHAPE = re.compile(r"\b([a-z]+\d*(?:e\d+m\d+[a-z0-9]*)?)\[([^\]]*)\]")
@@ -407,7 +458,7 @@ _BRACE_OR_STRING = re.compile(r'[{}]|"(?:[^"\\]|\\.|\\\Z)*(?:"|\Z)', re.S)
 
 
 def _parse_instruction(line: str) -> _Instruction | None:
-    m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
+    m = re.match(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
     if not m:
         return None
     rest = line[m.end():]
@@ -422,14 +473,33 @@ def _parse_instruction(line: str) -> _Instruction | None:
     close = _matching(rest, op.end() - 1, "(", ")")
     operand_text = rest[op.end(): close]
     return _Instruction(
-        name=m.group(1),
+        name=m.group(2),
         shapes=_shapes(shape_text),
         opcode=op.group(1),
         operands=re.findall(r"%([\w.\-]+)", operand_text),
         inline_shapes=_shapes(operand_text),
         attrs=_without_free_text(rest[close + 1:]),
         parameter=int(operand_text) if op.group(1) == "parameter" and operand_text.strip().isdigit() else None,
+        parts=_tuple_parts(shape_text) if shape_text.startswith("(") else (),
+        root=m.group(1) is not None,
     )
+
+
+@functools.lru_cache(maxsize=1024)  # a program repeats its loops' tuple shapes
+def _tuple_parts(shape_text: str) -> tuple[int, ...]:
+    """How many arrays each top-level element of a tuple shape holds: "(s32[], (f32[2], f32[3]))"
+    gives (1, 2)."""
+    parts, depth, start = [], 0, 1
+    for i, ch in enumerate(shape_text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if (ch == "," and depth == 1) or (ch == ")" and depth == 0):
+            if shape_text[start:i].strip():
+                parts.append(len(_shapes(shape_text[start:i])))
+            start = i + 1
+    return tuple(parts)
 
 
 @functools.lru_cache(maxsize=2)  # one analysis reads the same text several times; nobody changes it
@@ -509,9 +579,12 @@ _GROUP_MODE_KINDS = ("all-reduce", "all-gather", "reduce-scatter")
 """The collectives whose replica groups XLA reads by mode (use_global_device_ids, channel_id)."""
 
 
-def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]:
-    """Every collective in compiled HLO text, attributed to the given mesh's axes."""
+def collectives_from_text(text: str, mesh_shape, axis_names,
+                          arguments: tuple[int, ...] | None = None) -> list[Collective]:
+    """Every collective in compiled HLO text, attributed to the given mesh's axes. `arguments`:
+    as `values_from_text`'s, to say what each collective's operands are computed from."""
     computations, entry = _parse_module(text)
+    flow = _data_flow(text)
     mult, _ = _multipliers(computations, entry)
     num_devices = int(np.prod(mesh_shape))
     names = {comp: {i.name: i for i in insts} for comp, insts in computations.items()}
@@ -566,8 +639,23 @@ def collectives_from_text(text: str, mesh_shape, axis_names) -> list[Collective]
                 groups=tuple(tuple(g) for g in groups), computation=comp,
                 matmul_needs=tuple(needed_matmul_work(o, comp, names) for o in inst.operands),
                 copies=kind == "all-to-all" and _copies_one_value(inst, by_name),
+                sources=_sent_sources(flow, comp, inst, by_name, arguments),
             ))
     return found
+
+
+def _sent_sources(flow, comp: str, inst: _Instruction, by_name: dict, arguments) -> tuple[int, ...] | None:
+    """The arguments a collective's operands are computed from (None when not known)."""
+    masks = [flow.values(comp, by_name[o]) if o in by_name else None for o in inst.operands]
+    if not masks or any(m is None for m in masks):
+        return None
+    return _positions(_Sources._union(a for m in masks for a in m), arguments)
+
+
+def _positions(mask: int, arguments: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The call's positions of the arguments the entry parameters in `mask` hold."""
+    return tuple(sorted({arguments[p] if arguments is not None and p < len(arguments) else p
+                         for p in range(mask.bit_length()) if mask >> p & 1}))
 
 
 _CONSTANT_OPS = frozenset({"constant", "iota"})
@@ -871,6 +959,135 @@ def _entry_io_bytes(text: str) -> tuple[int | None, int | None]:
     return args, sum(s.bytes for s in root.shapes)
 
 
+_PASSES_EACH_ARRAY = frozenset({"optimization-barrier", "copy", "bitcast"})
+"""Ops whose result is their one operand, array for array: each array keeps its own sources."""
+
+
+class _Sources:
+    """Which entry parameters each value of a program is computed from: a data-flow analysis
+    from the entry's parameters through every instruction (an instruction's result is computed
+    from everything its operands are), tuples and their elements, calls and fusions (their
+    parameters are the caller's operands), conditionals (every branch; and a branch chosen by a
+    value computed from a parameter makes the result computed from it too) and loops (the
+    carried tuple, to a fixpoint over the runs; a loop that stops on a value computed from a
+    parameter makes all it returns computed from it). Sources are bit masks (bit p: parameter
+    p), one per array of a result (`_Instruction.shapes`, nested tuples flattened)."""
+
+    def __init__(self, computations: dict, entry: str):
+        self.computations = computations
+        self.found: dict[tuple[str, str], tuple[int, ...]] = {}
+        """(computation, instruction) -> sources of each array of its result, over every call."""
+        self.runs: dict[tuple, tuple[int, ...]] = {}
+        params = [i for i in computations.get(entry, ()) if i.opcode == "parameter" and i.parameter is not None]
+        self.every = sum(1 << i.parameter for i in params)
+        self.floats = sum(1 << i.parameter for i in params
+                          if any(s.dtype.startswith(("f", "bf", "c")) for s in i.shapes))
+        """The entry parameters that hold floating-point arrays: what activations come from."""
+        if entry in computations:
+            self.run(entry, None)
+
+    def run(self, comp: str, params: tuple | None) -> tuple[int, ...]:
+        """The sources of each array `comp` returns, its parameters' sources being `params`
+        ((number, sources of each array), ...; None for the entry: each parameter its own)."""
+        key = (comp, params)
+        if key in self.runs:
+            return self.runs[key]
+        given = dict(params or ())
+        known: dict[str, tuple[int, ...]] = {}
+        by_name = {i.name: i for i in self.computations.get(comp, ())}
+        root: tuple[int, ...] = ()
+        for inst in self.computations.get(comp, ()):
+            if inst.opcode == "parameter":
+                n = inst.parameter if inst.parameter is not None else -1
+                mine = (1 << n) if params is None and n >= 0 else 0
+                arrays = given.get(n, (mine,) * len(inst.shapes))
+            else:
+                arrays = self._transfer(inst, known, by_name)
+            if len(arrays) != len(inst.shapes):  # a shape this reader did not follow: from all of them
+                arrays = (self._union(arrays),) * len(inst.shapes)
+            known[inst.name] = arrays
+            old = self.found.get((comp, inst.name))
+            self.found[(comp, inst.name)] = arrays if old is None else tuple(a | b for a, b in zip(old, arrays))
+            if inst.root:
+                root = arrays
+        if not root and self.computations.get(comp):
+            root = known[self.computations[comp][-1].name]
+        self.runs[key] = root
+        return root
+
+    @staticmethod
+    def _union(arrays) -> int:
+        out = 0
+        for a in arrays:
+            out |= a
+        return out
+
+    def _operand(self, name: str, known: dict) -> tuple[int, ...]:
+        # An operand not seen yet (the text out of order): computed from every parameter.
+        return known.get(name, (self.every,))
+
+    def _called(self, comp: str, operands: list[tuple[int, ...]]) -> tuple[int, ...]:
+        """Run `comp` with parameter i computed from operand i's sources."""
+        params = tuple(sorted((i.parameter, operands[i.parameter] if i.parameter < len(operands)
+                               else (self.every,) * len(i.shapes))
+                              for i in self.computations.get(comp, ())
+                              if i.opcode == "parameter" and i.parameter is not None))
+        return self.run(comp, params)
+
+    def _transfer(self, inst: _Instruction, known: dict, by_name: dict) -> tuple[int, ...]:
+        operands = [self._operand(o, known) for o in inst.operands]
+        everything = self._union(a for op in operands for a in op)
+        calls = _CALLS.findall(inst.attrs)
+        if inst.opcode == "tuple":
+            return tuple(a for op in operands for a in op)
+        if inst.opcode == "get-tuple-element" and operands:
+            index = re.search(r"\bindex=(\d+)", inst.attrs)
+            parts = by_name[inst.operands[0]].parts if inst.operands[0] in by_name else ()
+            if index and parts and int(index.group(1)) < len(parts):
+                start = sum(parts[:int(index.group(1))])
+                return operands[0][start:start + parts[int(index.group(1))]]
+            return (everything,) * len(inst.shapes)
+        if inst.opcode in _PASSES_EACH_ARRAY and len(operands) == 1:
+            return operands[0]
+        if inst.opcode in ("fusion", "call") and calls:
+            return self._called(calls[0][1], operands)
+        if inst.opcode == "while" and operands:
+            body = next((c for k, c in calls if k == "body"), None)
+            condition = next((c for k, c in calls if k == "condition"), None)
+            carried = operands[0]
+            while body is not None:
+                after = self._called(body, [carried])
+                grown = tuple(a | b for a, b in zip(carried, after)) if len(after) == len(carried) \
+                    else (self._union(carried) | self._union(after),) * len(carried)
+                if grown == carried:
+                    break
+                carried = grown
+            stops_on = self._union(self._called(condition, [carried])) if condition else 0
+            return tuple(a | stops_on for a in carried)
+        if inst.opcode == "conditional" and operands:
+            branches = [c for k, c in calls if k in ("true_computation", "false_computation")]
+            branches += [c for b in _BRANCHES.findall(inst.attrs) for c in re.findall(r"%?([\w.\-]+)", b)]
+            chosen_by = self._union(operands[0])
+            results = [self._called(c, [operands[i + 1]] if i + 1 < len(operands) else [])
+                       for i, c in enumerate(branches)]
+            width = len(inst.shapes)
+            return tuple(chosen_by | self._union(r[j] for r in results if len(r) == width) for j in range(width))
+        for _, callee in calls:  # a reduce's adder, a sort's comparator: computed from all operands
+            self._run_with(callee, everything)
+        return (everything,) * len(inst.shapes)
+
+    def _run_with(self, comp: str, sources: int) -> None:
+        """Run `comp` with every parameter computed from `sources` (what the instruction that
+        calls it reads), so that the values it computes are read too."""
+        params = tuple(sorted((i.parameter, (sources,) * len(i.shapes)) for i in self.computations.get(comp, ())
+                              if i.opcode == "parameter" and i.parameter is not None))
+        self.run(comp, params)
+
+    def values(self, comp: str, inst: _Instruction) -> tuple[int, ...] | None:
+        """The sources of each array of `inst`'s result, or None when no run reached it."""
+        return self.found.get((comp, inst.name))
+
+
 def _written_values(inst: _Instruction) -> tuple[ArrayShape, ...]:
     """The arrays an instruction makes, as the program wrote them. XLA:CPU passes the array of
     a `jax.lax.all_to_all` as one operand per device of the group (a tuple of equal blocks):
@@ -883,13 +1100,15 @@ def _written_values(inst: _Instruction) -> tuple[ArrayShape, ...]:
     return shapes
 
 
-def _rounds_in_pieces(insts: list[_Instruction]) -> list[Value]:
+def _rounds_in_pieces(insts: list[_Instruction], origin=lambda inst: (None, False)) -> list[Value]:
     """All-to-alls of one computation none of which is computed from another: all are in flight
     at once, so together they are one round's buffer (a round's tokens split along D, or sent in
     pieces of other shapes or types, is still the round). Each such set is one value: its pieces
     joined along the last dimension where they share a type and all other dimensions (as
     `_written_values` joins one all-to-all's blocks), and, where their shapes or types differ,
-    all of them as one float32 array as large as their sizes together (`ArrayShape.size`)."""
+    all of them as one float32 array as large as their sizes together (`ArrayShape.size`).
+    `origin(inst)`: (`Value.sources`, `Value.bookkeeping`) of an all-to-all's result; a joined
+    value is computed from what its pieces are, and is bookkeeping only if every piece is."""
     sent = [(inst, shapes[0]) for inst in insts if inst.opcode == "all-to-all"
             and len(shapes := _written_values(inst)) == 1 and shapes[0].dims]
     if len(sent) < 2:
@@ -927,47 +1146,83 @@ def _rounds_in_pieces(insts: list[_Instruction]) -> list[Value]:
         for (dtype, dims), pieces in kinds.items():
             if len(pieces) >= 2:
                 joined.append(Value("+".join(inst.name for inst, _ in pieces),
-                                    ArrayShape(dtype, dims + (sum(s.dims[-1] for _, s in pieces),)), "all-to-all"))
+                                    ArrayShape(dtype, dims + (sum(s.dims[-1] for _, s in pieces),)), "all-to-all",
+                                    *_joined_origin([origin(inst) for inst, _ in pieces])))
         if len(kinds) >= 2:
             joined.append(Value("+".join(inst.name for inst, _, _ in g),
-                                ArrayShape("f32", (sum(s.size for _, s, _ in g),)), "all-to-all"))
+                                ArrayShape("f32", (sum(s.size for _, s, _ in g),)), "all-to-all",
+                                *_joined_origin([origin(inst) for inst, _, _ in g])))
     return joined
 
 
-def values_from_text(text: str, top: int = 10) -> list[Value]:
-    """The largest values computed outside fusion bodies (parameters excluded)."""
+def _joined_origin(origins: list[tuple]) -> tuple:
+    """(sources, bookkeeping) of a value made of pieces with `origins`."""
+    if any(sources is None for sources, _ in origins):
+        return None, False
+    return tuple(sorted({i for sources, _ in origins for i in sources})), all(b for _, b in origins)
+
+
+@functools.lru_cache(maxsize=2)  # read once per analysis
+def _data_flow(text: str) -> _Sources:
+    return _Sources(*_parse_module(text))
+
+
+def values_from_text(text: str, top: int = 10, arguments: tuple[int, ...] | None = None) -> list[Value]:
+    """The largest values computed outside fusion bodies (parameters excluded), each with the
+    arguments it is computed from and whether it is bookkeeping (`Value`). `arguments`: the
+    position in the call of the argument each entry parameter holds (JAX leaves unused
+    arguments out of the program, so parameter 0 may be the second argument); None when
+    parameter p holds argument p."""
     computations, entry = _parse_module(text)
     _, fused = _multipliers(computations, entry)
+    flow = _data_flow(text)
+
+    def origin(mask: int | None) -> tuple:
+        if mask is None:  # in a computation the data flow did not reach (a custom call's): counted
+            return None, False
+        return _positions(mask, arguments), not mask & flow.floats
+
     values = []
     for comp, insts in computations.items():
         if comp in fused:
             continue
+
+        def whole(inst: _Instruction, comp=comp) -> tuple:
+            arrays = flow.values(comp, inst)
+            return origin(None if arrays is None else _Sources._union(arrays))
+
         for inst in insts:
             if inst.opcode in ("parameter", "get-tuple-element", "tuple", "constant", "bitcast"):
                 continue
-            for shape in _written_values(inst):
-                values.append(Value(inst.name, shape, inst.opcode))
-        values += _rounds_in_pieces(insts)
+            shapes, arrays = _written_values(inst), flow.values(comp, inst)
+            if arrays is not None and len(arrays) == len(shapes):
+                values += [Value(inst.name, shape, inst.opcode, *origin(mask)) for shape, mask in zip(shapes, arrays)]
+            else:  # one array written as several (`_written_values`)
+                values += [Value(inst.name, shape, inst.opcode, *whole(inst)) for shape in shapes]
+        values += _rounds_in_pieces(insts, whole)
     # Ranked as the memory rules measure them (`values_at_least`), so that no value those rules
-    # would flag is pushed out of the top by values they would not.
-    values.sort(key=lambda v: -v.shape.size)
+    # would flag is pushed out of the top by values they would not: activations first.
+    values.sort(key=lambda v: (v.bookkeeping, -v.shape.size))
     return values[:top]
 
 
 def analyze_text(text: str, mesh_shape, axis_names, temp_bytes: int | None = None,
                  flops: float | None = None, bytes_accessed: float | None = None,
-                 argument_bytes: int | None = None, output_bytes: int | None = None) -> ProgramAnalysis:
+                 argument_bytes: int | None = None, output_bytes: int | None = None,
+                 arguments: tuple[int, ...] | None = None) -> ProgramAnalysis:
+    """Analyze compiled HLO text. `arguments`: the call's position of the argument each entry
+    parameter holds (`values_from_text`), None when parameter p holds argument p."""
     if argument_bytes is None or output_bytes is None:
         args, outs = _entry_io_bytes(text)
         argument_bytes = args if argument_bytes is None else argument_bytes
         output_bytes = outs if output_bytes is None else output_bytes
     from .steps import stages_from_text  # reads the HLO with this module's parser
 
-    collectives = tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names)))
+    collectives = tuple(collectives_from_text(text, tuple(mesh_shape), tuple(axis_names), arguments))
     dot_work, vector_work, largest_work = work_from_text(text)
     return ProgramAnalysis(
         collectives=collectives,
-        largest_values=tuple(values_from_text(text)),
+        largest_values=tuple(values_from_text(text, arguments=arguments)),
         temp_bytes=temp_bytes,
         num_devices=int(np.prod(mesh_shape)),
         flops=flops,
@@ -1012,4 +1267,17 @@ def _analyze(compiled, on: tuple) -> ProgramAnalysis:
         flops, accessed = float(costs.get("flops", 0.0)), float(costs.get("bytes accessed", 0.0))
     except Exception:  # no cost analysis on this backend
         flops = accessed = None
-    return analyze_text(compiled.as_text(), *on, temp, flops, accessed, argument_bytes, output_bytes)
+    return analyze_text(compiled.as_text(), *on, temp, flops, accessed, argument_bytes, output_bytes,
+                        _kept_arguments(compiled))
+
+
+def _kept_arguments(compiled) -> tuple[int, ...] | None:
+    """The position in the call of the argument each entry parameter of `compiled` holds: JAX
+    leaves the arguments a program never reads out of it (`jax.jit`'s keep_unused=False), so
+    that parameter 0 is the second argument when the first is unused. None when JAX does not
+    say (then parameter p is read as argument p)."""
+    kept = getattr(getattr(compiled, "_executable", None), "_kept_var_idx", None)
+    try:
+        return tuple(sorted(int(i) for i in kept)) if kept is not None else None
+    except TypeError:
+        return None

@@ -2,12 +2,13 @@
 and optimizes it, read for what the student wrote.
 
 What the compiled program communicates and holds is `assignments.hlo`'s; what only the lowered
-one shows is read here: its operations (`program_ops`: is there a shard_map), its data flow
+one shows is read here, from one `LoweredProgram` per program (`lowered_program(text)`: parsed
+once, its data flow built once): its operations (`ops`: is there a shard_map), its data flow
 from the arguments (`DataFlow`: what a value is computed from, what it carries), the work jax.jit
 does outside a shard_map (`work_outside_shard_map`), each collective written in it with the
 arguments it carries (`written_collectives`), and what each shard_map takes (`shard_map_inputs`).
-The style rules read these (`assignments.style_rules`); so does the judge (`program_ops`).
-MLIR's Python bindings come with jaxlib, imported only when a program is read.
+The style rules read these (`assignments.style_rules`, through `Program.lowered`); so does the
+judge (`ops`). MLIR's Python bindings come with jaxlib, imported only when a program is read.
 """
 from __future__ import annotations
 
@@ -24,29 +25,6 @@ SHARD_MAP_OPS = frozenset({"sdy.manual_computation", "custom_call:SPMDFullToShar
                            "custom_call:SPMDShardToFullShape"})
 """How a shard_map shows in a lowered program: Shardy's manual computation, or GSPMD's
 conversions into and out of the manual region."""
-
-
-@functools.lru_cache(maxsize=16)
-def program_ops(stablehlo_text: str) -> frozenset[str]:
-    """The operation names of a lowered (StableHLO) program, parsed, with each custom call
-    as ``custom_call:<target>``. Locations, names and scopes play no part, so a
-    `jax.named_scope("manual_computation")` is not mistaken for a shard_map. Cached: a
-    judge reads each program's operations before compiling it and again for each of its
-    cases (problem2's routings share a program)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    names: set[str] = set()
-
-    def visit(op):
-        names.add(op.name)
-        if op.name == "stablehlo.custom_call" and "call_target_name" in op.attributes:
-            names.add("custom_call:" + ir.StringAttr(op.attributes["call_target_name"]).value)
-        return ir.WalkResult.ADVANCE
-
-    with mlir.make_ir_context():
-        ir.Module.parse(stablehlo_text).operation.walk(visit)
-    return frozenset(names)
 
 
 class DataFlow:
@@ -413,53 +391,6 @@ def _from_slices(value, seen: dict) -> bool:
     return seen[key][1]
 
 
-@functools.lru_cache(maxsize=16)
-def work_outside_shard_map(stablehlo_text: str) -> frozenset[str]:
-    """The `WORK_OPS` a lowered program runs outside every shard_map (Shardy's manual
-    computations; calls followed) on data split over the devices (`DataFlow.from_split_data`):
-    the work jax.jit does around the shard_map. Not a tidying of what a shard_map returned
-    replicated (summing its [1, 1] psum to a scalar), nor a small matrix built from a
-    replicated input. Empty for a program without a Shardy manual computation (a GSPMD lowering
-    is not read here)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    if "sdy.manual_computation" not in program_ops(stablehlo_text):
-        return frozenset()
-    outside: set[str] = set()
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-        entries = [f for f in flow.functions.values() if flow.is_entry(f)]
-        visited: set[tuple[str, bool]] = set()
-        sliced: dict = {}
-
-        def visit(op, inside: bool) -> None:
-            inside = inside or op.name == "sdy.manual_computation"
-            if not inside and op.name in WORK_OPS and op.name not in outside \
-                    and flow.from_split_data(list(op.operands)):
-                outside.add(op.name)
-            elif not inside and op.name == "stablehlo.custom_call" \
-                    and not (target := ir.StringAttr(op.attributes["call_target_name"]).value).startswith(PLACING_CALLS) \
-                    and flow.from_split_data(list(op.operands)):
-                outside.add(f"custom call {target}")
-            elif not inside and op.name in COMBINING_OPS and len(op.operands) == 2 \
-                    and all(_from_slices(v, sliced) for v in op.operands) and flow.from_split_data(list(op.operands)):
-                outside.add(op.name.removeprefix("stablehlo.") + " of slices")
-            if (callee := called_function(op)) is not None:
-                if callee in flow.functions and (callee, inside) not in visited:
-                    visited.add((callee, inside))
-                    visit(flow.functions[callee], inside)
-            for region in op.regions:
-                for block in region.blocks:
-                    for child in block.operations:
-                        visit(child.operation, inside)
-
-        for function in entries:
-            visit(function, False)
-    return frozenset(outside)
-
-
 def arg_attrs(function) -> list[str]:
     """Each argument's attributes of a func.func, as text."""
     from jax._src.lib.mlir import ir
@@ -473,11 +404,6 @@ def _is_sharded(attrs: str) -> bool:
     """Does an argument's sharding (``#sdy.sharding<@mesh, [{"X"}, {}]>``) split a dimension?"""
     match = re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]>", attrs)
     return bool(match and re.search(r'"\w+"', match.group(1)))
-
-
-def uses_shard_map(stablehlo_text: str) -> bool:
-    """Does a lowered (StableHLO) program contain a shard_map region?"""
-    return bool(program_ops(stablehlo_text) & SHARD_MAP_OPS)
 
 
 COLLECTIVE_OPS = frozenset("stablehlo." + op for op in ("all_reduce", "all_gather", "all_to_all", "collective_permute",
@@ -495,50 +421,10 @@ class WrittenCollective(NamedTuple):
     """The arguments each operand carries as they are, not as results of a product
     (`DataFlow.carried_sources`)."""
     whole_sources: tuple[frozenset[int], ...]
-    """`sources`, not through values of fewer elements than `written_collectives`'
+    """`sources`, not through values of fewer elements than `LoweredProgram.written_collectives`'
     `narrower_than` (the same when it is 0)."""
     whole_carried: tuple[frozenset[int], ...]
     """`carried`, likewise."""
-
-
-@functools.lru_cache(maxsize=16)
-def written_collectives(stablehlo_text: str, mesh_shape: tuple[int, ...],
-                        narrower_than: int = 0) -> list[WrittenCollective]:
-    """Each collective of a lowered program (``all_gather``, ...), parsed once per program as
-    `program_ops` parses. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or,
-    on newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
-    [#stablehlo.axis_ref<name = "X">]>``); none at all means every device; a permute's axes
-    are those its pairs cross.
-    Sources: the positions of the program's arguments an operand is computed from
-    (`DataFlow`; a correct answer uses every argument, so the exported program keeps them all,
-    in order); `whole_sources` and `whole_carried`, not through values of fewer elements than
-    `narrower_than` (one row of an argument)."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
-
-    found: list[WrittenCollective] = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-
-        def visit(operation):
-            operation = operation.operation
-            if operation.name not in COLLECTIVE_OPS:
-                return ir.WalkResult.ADVANCE
-            axes = collective_axes(operation, tuple(mesh_shape), MESH_AXES)
-            sources = tuple(flow.sources([v]) for v in operation.operands)
-            carried = tuple(flow.carried_sources([v]) for v in operation.operands)
-            if narrower_than:
-                whole = (tuple(flow.sources([v], narrower_than) for v in operation.operands),
-                         tuple(flow.carried_sources([v], narrower_than) for v in operation.operands))
-            else:
-                whole = (sources, carried)
-            found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
-                                           sources, carried, *whole))
-            return ir.WalkResult.ADVANCE
-
-        module.operation.walk(visit)
-    return found
 
 
 class ShardMapInput(NamedTuple):
@@ -562,58 +448,220 @@ PASSING_OPS = SAME_DIMENSIONS_OPS | {"stablehlo.reshape", "stablehlo.transpose"}
 """What leaves an argument's values as they are: those, and reshapes and transposes."""
 
 
-@functools.lru_cache(maxsize=16)
-def shard_map_inputs(stablehlo_text: str) -> list[ShardMapInput]:
-    """Each input of each outermost shard_map (Shardy's manual computation) of a lowered
-    program: one nested in another (or in a function a shard_map calls) takes what the outer
-    one's body computed on its own devices, where jax.jit moves nothing."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
+class LoweredProgram:
+    """One lowered (StableHLO) program, parsed once, with what the style rules and the judge read
+    of it: its operations (`ops`, `uses_shard_map`), the work jax.jit does around its shard_map
+    (`work_outside_shard_map`), each collective written in it with the arguments it carries
+    (`written_collectives`), what each shard_map takes (`shard_map_inputs`), and the data flow
+    these read (`flow`, built once, on first use, and shared: a program's collectives and its
+    shard_map's inputs are computed from mostly the same values). Each is found once; get one
+    with `lowered_program(text)`, which keeps the last few, since a judge reads a program before
+    compiling it and again for each of its cases (problem2's routings share a program).
+    The MLIR context the text was parsed in (`_context`) is kept with the module, and entered
+    to read it."""
 
-    def dims(text: str) -> list[frozenset[str]]:
-        return [frozenset(re.findall(r'"(\w+)"', d)) for d in re.findall(r"\{[^{}]*\}", text)]
+    def __init__(self, text: str):
+        from jax._src.lib.mlir import ir
 
-    found = []
-    with mlir.make_ir_context():
-        module = ir.Module.parse(stablehlo_text)
-        flow = DataFlow(module)
-        entry = {n: dims(sharding.group(1)) for f in flow.functions.values() if flow.is_entry(f)
-                 for n, attrs in enumerate(arg_attrs(f))
-                 if (sharding := re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]", attrs))}
-        inside: set[str] = set()  # the functions a shard_map's body calls, directly or not
+        self.text = text
+        self.context = _context()
+        with self.context:
+            self.module = ir.Module.parse(text)
+        self._collectives: dict[tuple, list[WrittenCollective]] = {}
 
-        def calls(operation):
-            operation = operation.operation
-            if (callee := called_function(operation)) is not None:
-                if callee in flow.functions and callee not in inside:
-                    inside.add(callee)
-                    flow.functions[callee].walk(calls)
+    @functools.cached_property
+    def flow(self) -> DataFlow:
+        """The program's data flow from its arguments (`DataFlow`), with its memos."""
+        with self.context:
+            return DataFlow(self.module)
+
+    @functools.cached_property
+    def ops(self) -> frozenset[str]:
+        """The program's operation names, with each custom call as ``custom_call:<target>``.
+        Locations, names and scopes play no part, so a `jax.named_scope("manual_computation")`
+        is not mistaken for a shard_map."""
+        from jax._src.lib.mlir import ir
+
+        names: set[str] = set()
+
+        def visit(op):
+            names.add(op.name)
+            if op.name == "stablehlo.custom_call" and "call_target_name" in op.attributes:
+                names.add("custom_call:" + ir.StringAttr(op.attributes["call_target_name"]).value)
             return ir.WalkResult.ADVANCE
 
-        def bodies(operation):
-            if operation.operation.name == "sdy.manual_computation":
-                operation.operation.walk(calls)
-            return ir.WalkResult.ADVANCE
+        with self.context:
+            self.module.operation.walk(visit)
+        return frozenset(names)
 
-        module.operation.walk(bodies)
+    @property
+    def uses_shard_map(self) -> bool:
+        """Does the program contain a shard_map region (`SHARD_MAP_OPS`)?"""
+        return bool(self.ops & SHARD_MAP_OPS)
+
+    @functools.cached_property
+    def work_outside_shard_map(self) -> frozenset[str]:
+        """The `WORK_OPS` the program runs outside every shard_map (Shardy's manual
+        computations; calls followed) on data split over the devices (`DataFlow.from_split_data`):
+        the work jax.jit does around the shard_map. Not a tidying of what a shard_map returned
+        replicated (summing its [1, 1] psum to a scalar), nor a small matrix built from a
+        replicated input. Empty for a program without a Shardy manual computation (a GSPMD
+        lowering is not read here)."""
+        from jax._src.lib.mlir import ir
+
+        if "sdy.manual_computation" not in self.ops:
+            return frozenset()
+        outside: set[str] = set()
+        flow = self.flow
+        with self.context:
+            entries = [f for f in flow.functions.values() if flow.is_entry(f)]
+            visited: set[tuple[str, bool]] = set()
+            sliced: dict = {}
+
+            def visit(op, inside: bool) -> None:
+                inside = inside or op.name == "sdy.manual_computation"
+                if not inside and op.name in WORK_OPS and op.name not in outside \
+                        and flow.from_split_data(list(op.operands)):
+                    outside.add(op.name)
+                elif not inside and op.name == "stablehlo.custom_call" \
+                        and not (target := ir.StringAttr(op.attributes["call_target_name"]).value).startswith(PLACING_CALLS) \
+                        and flow.from_split_data(list(op.operands)):
+                    outside.add(f"custom call {target}")
+                elif not inside and op.name in COMBINING_OPS and len(op.operands) == 2 \
+                        and all(_from_slices(v, sliced) for v in op.operands) and flow.from_split_data(list(op.operands)):
+                    outside.add(op.name.removeprefix("stablehlo.") + " of slices")
+                if (callee := called_function(op)) is not None:
+                    if callee in flow.functions and (callee, inside) not in visited:
+                        visited.add((callee, inside))
+                        visit(flow.functions[callee], inside)
+                for region in op.regions:
+                    for block in region.blocks:
+                        for child in block.operations:
+                            visit(child.operation, inside)
+
+            for function in entries:
+                visit(function, False)
+        return frozenset(outside)
+
+    def written_collectives(self, mesh_shape: tuple[int, ...], narrower_than: int = 0) -> list[WrittenCollective]:
+        """Each collective of the program (``all_gather``, ...), found once per mesh and
+        `narrower_than`. Its replica groups are device lists (``dense<[[0, 4], ...]>``) or, on
+        newer JAX, the mesh's axes by name (``#stablehlo.replica_group_mesh_axes<..., axes =
+        [#stablehlo.axis_ref<name = "X">]>``); none at all means every device; a permute's axes
+        are those its pairs cross.
+        Sources: the positions of the program's arguments an operand is computed from
+        (`DataFlow`; a correct answer uses every argument, so the exported program keeps them
+        all, in order); `whole_sources` and `whole_carried`, not through values of fewer
+        elements than `narrower_than` (one row of an argument)."""
+        key = (tuple(mesh_shape), narrower_than)
+        if key not in self._collectives:
+            self._collectives[key] = self._find_collectives(tuple(mesh_shape), narrower_than)
+        return self._collectives[key]
+
+    def _find_collectives(self, mesh_shape: tuple[int, ...], narrower_than: int) -> list[WrittenCollective]:
+        from jax._src.lib.mlir import ir
+
+        found: list[WrittenCollective] = []
+        flow = self.flow
 
         def visit(operation):
             operation = operation.operation
-            if operation.name != "sdy.manual_computation":
+            if operation.name not in COLLECTIVE_OPS:
                 return ir.WalkResult.ADVANCE
-            specs = re.findall(r"<@[\w.]+, \[(.*?)\]", str(operation.attributes["in_shardings"])) \
-                if "in_shardings" in operation.attributes else []
-            for k, value in enumerate(operation.operands):
-                spec = dims(specs[k]) if k < len(specs) else []
-                carried = flow.carried_sources([value])
-                same = flow.only_through([value], SAME_DIMENSIONS_OPS)
-                left_whole = frozenset(axis for n in (carried if same else ()) for d, axes in enumerate(entry.get(n, ()))
-                                       for axis in axes if d >= len(spec) or axis not in spec[d])
-                found.append(ShardMapInput(carried, flow.only_through([value], PASSING_OPS),
-                                           frozenset().union(*spec), left_whole))
-            return ir.WalkResult.SKIP  # a shard_map inside it is its body's business
+            axes = collective_axes(operation, mesh_shape, MESH_AXES)
+            sources = tuple(flow.sources([v]) for v in operation.operands)
+            carried = tuple(flow.carried_sources([v]) for v in operation.operands)
+            if narrower_than:
+                whole = (tuple(flow.sources([v], narrower_than) for v in operation.operands),
+                         tuple(flow.carried_sources([v], narrower_than) for v in operation.operands))
+            else:
+                whole = (sources, carried)
+            found.append(WrittenCollective(operation.name.removeprefix("stablehlo."), frozenset(axes),
+                                           sources, carried, *whole))
+            return ir.WalkResult.ADVANCE
 
-        for name, function in flow.functions.items():
-            if name not in inside:
-                function.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
+        with self.context:
+            self.module.operation.walk(visit)
+        return found
+
+    @functools.cached_property
+    def shard_map_inputs(self) -> list[ShardMapInput]:
+        """Each input of each outermost shard_map (Shardy's manual computation) of the program:
+        one nested in another (or in a function a shard_map calls) takes what the outer one's
+        body computed on its own devices, where jax.jit moves nothing."""
+        from jax._src.lib.mlir import ir
+
+        def dims(text: str) -> list[frozenset[str]]:
+            return [frozenset(re.findall(r'"(\w+)"', d)) for d in re.findall(r"\{[^{}]*\}", text)]
+
+        found = []
+        flow = self.flow
+        with self.context:
+            entry = {n: dims(sharding.group(1)) for f in flow.functions.values() if flow.is_entry(f)
+                     for n, attrs in enumerate(arg_attrs(f))
+                     if (sharding := re.search(r"sdy\.sharding<[^\[]*\[(.*?)\]", attrs))}
+            inside: set[str] = set()  # the functions a shard_map's body calls, directly or not
+
+            def calls(operation):
+                operation = operation.operation
+                if (callee := called_function(operation)) is not None:
+                    if callee in flow.functions and callee not in inside:
+                        inside.add(callee)
+                        flow.functions[callee].walk(calls)
+                return ir.WalkResult.ADVANCE
+
+            def bodies(operation):
+                if operation.operation.name == "sdy.manual_computation":
+                    operation.operation.walk(calls)
+                return ir.WalkResult.ADVANCE
+
+            self.module.operation.walk(bodies)
+
+            def visit(operation):
+                operation = operation.operation
+                if operation.name != "sdy.manual_computation":
+                    return ir.WalkResult.ADVANCE
+                specs = re.findall(r"<@[\w.]+, \[(.*?)\]", str(operation.attributes["in_shardings"])) \
+                    if "in_shardings" in operation.attributes else []
+                for k, value in enumerate(operation.operands):
+                    spec = dims(specs[k]) if k < len(specs) else []
+                    carried = flow.carried_sources([value])
+                    same = flow.only_through([value], SAME_DIMENSIONS_OPS)
+                    left_whole = frozenset(axis for n in (carried if same else ()) for d, axes in enumerate(entry.get(n, ()))
+                                           for axis in axes if d >= len(spec) or axis not in spec[d])
+                    found.append(ShardMapInput(carried, flow.only_through([value], PASSING_OPS),
+                                               frozenset().union(*spec), left_whole))
+                return ir.WalkResult.SKIP  # a shard_map inside it is its body's business
+
+            for name, function in flow.functions.items():
+                if name not in inside:
+                    function.walk(visit, ir.WalkOrder.PRE_ORDER)
+        return found
+
+
+_CONTEXT: list = [None, 0]
+"""The MLIR context programs are parsed in, and how many have been."""
+PROGRAMS_PER_CONTEXT = 10
+"""How many programs one MLIR context serves (newer JAX reuses its own as many times)."""
+
+
+def _context():
+    """The MLIR context to parse the next program in: one serves `PROGRAMS_PER_CONTEXT`
+    programs, so that a judge pays for loading MLIR's dialects into a new one (a few ms, more
+    than parsing a program) once in ten programs, while what a context interns (types,
+    attributes, locations) stays bounded. Each program keeps its context alive."""
+    from jax._src.interpreters import mlir
+
+    context, parsed = _CONTEXT
+    if context is None or parsed >= PROGRAMS_PER_CONTEXT:
+        context, parsed = mlir.make_ir_context(), 0
+    _CONTEXT[:] = [context, parsed + 1]
+    return context
+
+
+@functools.lru_cache(maxsize=8)
+def lowered_program(text: str) -> LoweredProgram:
+    """The `LoweredProgram` of a lowered (StableHLO) program's text, parsed once: the last few
+    are kept, so that a judge, which reads a program's operations before compiling it and runs
+    the style rules on each of its cases, parses it once."""
+    return LoweredProgram(text)

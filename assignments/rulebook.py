@@ -17,7 +17,7 @@ import argparse
 import sys
 import textwrap
 
-from .contract import Assignment, Part
+from .contract import CHECKS, Assignment, Part
 from .rules import RULES, AllOf, OnlyWhen, Rule
 
 WIDTH = 96
@@ -40,6 +40,25 @@ def rule_entries(part: Part) -> list[tuple[Rule, str]]:
     for rule in part.rules:
         add(rule, "")
     return entries
+
+
+def entry(code: str):
+    """The kind of rule (`RULES`) or the check (`CHECKS`) with this id: each has a code, a title,
+    what it checks and why. KeyError if the kit has none."""
+    code = code.upper()
+    if code in CHECKS:
+        return CHECKS[code]
+    if code in RULES:
+        return RULES[code]
+    raise KeyError(f"no rule or check {code!r}; the kit has {', '.join(sorted(CHECKS) + sorted(RULES))}")
+
+
+def rule_title(code: str) -> str:
+    """A rule's or check's name ("no-communication"), "" for an id the kit does not have."""
+    try:
+        return entry(code).title
+    except KeyError:
+        return ""
 
 
 def _wrapped(text: str, indent: str) -> str:
@@ -67,22 +86,31 @@ def users(code: str) -> list[str]:
 
 
 def explain_rule(code: str) -> str:
-    """What a kind of rule checks, why, how it is measured, and which functions use it."""
-    cls = RULES.get(code.upper())
-    if cls is None:
-        known = ", ".join(sorted(RULES))
-        raise KeyError(f"no rule {code!r}; the rules are {known}")
-    doc = [" ".join(p.split()) for p in (cls.__doc__ or "").strip().split("\n\n")]
-    lines = [f"{cls.code} {cls.title}", _wrapped(f"What it checks: {cls.checks}.", ""),
-             _wrapped(f"Why: {cls.rationale}", "")]
+    """What a kind of rule (or a check of the kit's) checks, why, how it is measured, and which
+    functions use it."""
+    found = entry(code)
+    lines = [f"{found.code} {found.title}", _wrapped(f"What it checks: {found.checks}.", ""),
+             _wrapped(f"Why: {found.rationale}", "")]
+    if found.code in CHECKS:
+        lines.append("Used by: every graded function (a check the kit makes of all of them).")
+        return "\n".join(lines)
+    doc = [" ".join(p.split()) for p in (found.__doc__ or "").strip().split("\n\n")]
     lines += [_wrapped(f"How it is measured: {' '.join(doc)}", "")]
-    used = users(cls.code)
+    used = users(found.code)
     lines.append(_wrapped(f"Used by: {', '.join(used) if used else 'no graded function yet'}", ""))
     return "\n".join(lines)
 
 
+def checks_block() -> str:
+    """The checks the kit makes of every graded function, one line each."""
+    lines = ["Every graded function (the kit's own checks, whatever its contract):"]
+    lines += [f"  {c.code} {c.title}: {c.checks}" for c in CHECKS.values()]
+    return "\n".join(lines)
+
+
 def _all_rules() -> str:
-    return "\n".join(f"{code} {cls.title}: {cls.checks}" for code, cls in sorted(RULES.items()))
+    return checks_block() + "\n\nThe rules contracts declare:\n" + "\n".join(
+        f"  {code} {cls.title}: {cls.checks}" for code, cls in sorted(RULES.items()))
 
 
 def listing(assignment: str | None = None, part: str | None = None) -> str:
@@ -94,7 +122,7 @@ def listing(assignment: str | None = None, part: str | None = None) -> str:
     if part is not None and not blocks:
         raise KeyError(f"{assignment} has no graded function {part!r}; it has: "
                        f"{', '.join(p.name for p in chosen[0].parts)}")
-    return "\n\n".join(blocks)
+    return "\n\n".join(([checks_block()] if part is None else []) + blocks)
 
 
 def explain(what) -> None:
@@ -103,7 +131,7 @@ def explain(what) -> None:
     from .contracts import ASSIGNMENTS
 
     name = getattr(what, "__name__", what)
-    if isinstance(name, str) and name.upper() in RULES:
+    if isinstance(name, str) and (name.upper() in RULES or name.upper() in CHECKS):
         print(explain_rule(name))
         return
     for assignment in ASSIGNMENTS.values():
@@ -111,7 +139,8 @@ def explain(what) -> None:
             if part.name == name:
                 print(describe_part(assignment, part))
                 return
-    raise KeyError(f"{what!r} is neither a rule id ({', '.join(sorted(RULES))}) nor a graded function")
+    raise KeyError(f"{what!r} is neither a rule id ({', '.join(sorted(CHECKS) + sorted(RULES))}) "
+                   f"nor a graded function")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.all:
             print(_all_rules())
-        elif args.what and args.what.upper() in RULES:
+        elif args.what and (args.what.upper() in RULES or args.what.upper() in CHECKS):
             print(explain_rule(args.what))
         elif args.what is None or args.what in ASSIGNMENTS:
             print(listing(args.what, args.part))

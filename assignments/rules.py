@@ -13,8 +13,9 @@ from typing import Callable, ClassVar, Union
 
 import numpy as np
 
-from .contract import MESH_AXES
+from .contract import MESH_AXES, Problem
 from .hlo import Collective, ProgramAnalysis, bytes_sent
+from .lowered import LoweredProgram
 from .steps import MAX_EVENTS, event_needs
 
 Size = Union[int, Callable[[dict], int]]
@@ -43,6 +44,9 @@ class Rule:
     """Why that matters: the text `explain(code)` teaches with."""
     reads_lowered: ClassVar[bool] = False
     """A style rule, read from the lowered program (`assignments.style_rules`), not the compiled one."""
+    problem_kind: ClassVar[str] = "communication"
+    """The kind of the problems it finds (`assignments.contract.PROBLEM_KINDS`): "communication"
+    for the rules on the compiled program's communication, memory and work."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -62,6 +66,10 @@ class Rule:
         """What breaks this rule on one compiled case (`program`: an `assignments.style_rules.Program`)."""
         return self.violations(program.analysis, case, program.inputs)
 
+    def check(self, program, case) -> list[Problem]:
+        """`problems` as typed records, each naming this rule's id (a combinator's, its rules')."""
+        return [Problem(self.code, message, self.problem_kind) for message in self.problems(program, case)]
+
     def leaves(self) -> tuple["Rule", ...]:
         """The rules this one is made of (itself, for a rule with a code)."""
         return (self,)
@@ -80,8 +88,9 @@ class Program:
     analysis: ProgramAnalysis | None
     """The compiled program's collectives, values, memory and matmul work (`assignments.hlo`);
     None where only the style rules run (they read `lowered`)."""
-    lowered: str = ""
-    """The lowered (StableHLO) program, before XLA partitions and optimizes it."""
+    lowered: LoweredProgram | None = None
+    """The lowered (StableHLO) program, before XLA partitions and optimizes it, parsed once
+    (`assignments.lowered.lowered_program`): what the style rules read."""
     inputs: tuple = ()
     """The case's input arrays, for the rules that depend on the data (a routing)."""
 
@@ -246,21 +255,26 @@ class Exactly(Rule):
     count: Size
     elements: Size | None = None
     axes: tuple[str, ...] | None = None
+    what: str = ""
+    """How many, and of what size, in the problem's symbols ("nY-1, each of (B/nX)*(D/nY) elements")."""
 
     def describe(self) -> str:
-        size = "" if self.elements is None else " of the stated size"
-        return f"exactly the stated number of {self.kind}s{size}"
+        over = f" over {'/'.join(self.axes)}" if self.axes else ""
+        size = "" if self.elements is None else ", each of the stated size"
+        return f"{self.kind}s{over}: exactly {self.what or 'the stated number' + size}"
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
         want = _size(self.count, case)
         found = [c for c in analysis.of_kind(self.kind) if _over(c, self.axes)]
         problems = []
-        if any(c.count is None for c in found):
-            problems.append(f"a {self.kind} runs inside a loop whose trip count is not known at compile "
-                            f"time; use a loop with static bounds (jax.lax.fori_loop with Python ints)")
-        got = sum(c.count or 0 for c in found)
         over = f" over {'/'.join(self.axes)}" if self.axes else ""
-        if got != want and not found:
+        got = sum(c.count or 0 for c in found)
+        if any(c.count is None for c in found):
+            problems.append(f"the {self.kind}{over} runs inside a loop whose trip count is not known at compile "
+                            f"time, so how often it runs cannot be counted (observed: {_observed(found)}); "
+                            f"allowed: exactly {want}. Use a loop with static bounds (jax.lax.fori_loop with "
+                            f"Python ints)")
+        elif got != want and not found:
             others = _observed(analysis.collectives)
             seen = f"the program's collectives: {others}" if analysis.collectives else \
                 "the program communicates nothing"
@@ -299,7 +313,7 @@ class MaxTotalBytes(Rule):
     """Only collectives of these kinds count (the others being another rule's to report)."""
 
     def describe(self) -> str:
-        return f"at most {self.what} in bytes per device"
+        return f"bytes sent per device: at most {self.what}"
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
         limit = _size(self.limit, case)
@@ -317,7 +331,10 @@ class MaxTotalBytes(Rule):
 
 @dataclasses.dataclass(frozen=True)
 class NoValueAtLeast(Rule):
-    """No computed value (outside fusions) with `elements` or more elements per device."""
+    """No activation (a value computed outside fusions from a floating-point argument) with
+    `elements` or more elements per device: bookkeeping computed from integer arguments alone
+    never counts (`Value.bookkeeping`). The message describes each value by its shape and the
+    arguments it is computed from (`arguments`: their names in order), never by XLA's names."""
 
     code: ClassVar[str] = "M001"
     title: ClassVar[str] = "no-large-value"
@@ -332,6 +349,8 @@ class NoValueAtLeast(Rule):
     what: str
     why: str = ""
     """What to do instead, appended to the message."""
+    arguments: tuple[str, ...] = ()
+    """The program's arguments' names, in order (without them a message says "argument 2")."""
 
     def describe(self) -> str:
         return f"no value as large as {self.what}"
@@ -341,7 +360,7 @@ class NoValueAtLeast(Rule):
         big = analysis.values_at_least(limit)
         if not big:
             return []
-        seen = ", ".join(f"{v.name} = {v.shape} {v.shape.size_text()}" for v in big[:3])
+        seen = ", ".join(v.describe(self.arguments) for v in big[:3])
         hint = f". {self.why}" if self.why else ""
         return [f"the program computes {seen}; allowed: no value with {limit:,} or more elements "
                 f"({self.what}){hint}"]
@@ -365,6 +384,15 @@ class OnlyWhen(Rule):
             return []
         return [f"{v} (this rule applies {self.condition})"
                 for v in self.rule.violations(analysis, case, inputs)]
+
+    def check(self, program, case) -> list[Problem]:
+        if not self.applies(case.all_sizes):
+            return []
+        return [dataclasses.replace(p, message=f"{p.message} (this rule applies {self.condition})")
+                for p in self.rule.check(program, case)]
+
+    def leaves(self) -> tuple[Rule, ...]:
+        return self.rule.leaves()
 
 
 UNEVEN = 0.9
@@ -417,6 +445,11 @@ class SplitReduction(Rule):
                         f"matmul. Tile the output dimension into pieces of about equal size"]
         if any(c.kind == "collective-permute" for c in reductions):
             return []
+        if any(c.count is None for c in reductions):
+            return [f"the reduction over {self.axis} runs inside a loop whose trip count is not known at compile "
+                    f"time, so its pieces cannot be counted (observed: {_observed(reductions)}); allowed: at "
+                    f"least {self.pieces} pieces. Use a loop with static bounds (jax.lax.fori_loop with Python "
+                    f"ints)"]
         # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps), and so
         # does an all-to-all whose pieces each device adds up (one piece per all-to-all run).
         pieces = sum(c.pieces * (c.count or 1) for c in reductions if c.kind in ("all-reduce", "reduce-scatter"))
@@ -626,9 +659,7 @@ class BalancedDirections(Rule):
         if case.all_sizes[f"n{self.axis}"] < 3 or {d > 0 for c in permutes for d in c.directions} != {True, False}:
             return []
         if not analysis.stages:  # too many events to keep (steps.MAX_EVENTS): fail closed, never on totals
-            return [f"the compiled program has too many collectives and matmuls (over {MAX_EVENTS:,}) for its "
-                    f"ring steps to be checked one by one, so their balance cannot be shown: write the ring as a "
-                    f"loop (`jax.lax.fori_loop`) rather than unrolling it, and drop work the result does not need"]
+            return [_too_many_events("their balance")]
         r, c = _size(self.rows, case), _size(self.cols, case)
         slack = max(r if c % 2 else 0, c if r % 2 else 0)   # elements: one column or row of an odd block
         phases = ring_steps(analysis, self.axis)
@@ -672,6 +703,13 @@ class BalancedDirections(Rule):
         return max(senders.values(), key=lambda ways: abs(ways[1] - ways[-1]), default={1: 0.0, -1: 0.0})
 
 
+def _too_many_events(what: str) -> str:
+    """Why a rule that reads the ring step by step fails a program whose steps were not kept."""
+    return (f"the compiled program has too many collectives and matmuls (over {MAX_EVENTS:,}) for its ring "
+            f"steps to be checked one by one, so {what} cannot be shown: write the ring as a loop "
+            f"(`jax.lax.fori_loop`) rather than unrolling it, and drop work the result does not need")
+
+
 def ring_directions_note(analysis: ProgramAnalysis) -> str:
     """For a wrong result: which way the program's permutes moved data, and what each device
     then holds after s steps, so a ring walking the other way than its schedule assumes shows."""
@@ -689,6 +727,79 @@ def ring_directions_note(analysis: ProgramAnalysis) -> str:
              for d, sign, way in (("-1", "+", False), ("+1", "-", True)) if way in ways]
     return (f"The program's collective-permutes over {axes} go {seen}: {'; '.join(holds)}. Check that "
             f"the block each step multiplies or adds is the one that direction brings")
+
+
+class Hint(Rule):
+    """Advice a contract attaches to a part for a case whose values come out wrong: the mistake
+    such values usually mean, and where to look. Never a failure of its own (its problems are of
+    kind "hint"), and given only where the contract declares it (a ring's hint on ring parts,
+    never on a roll)."""
+
+    problem_kind: ClassVar[str] = "hint"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        return []
+
+    def advice(self, wrong: "WrongValues") -> str:
+        """The hint for this case ("" when it does not fit what the program did)."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class WrongValues:
+    """What a hint reads of a case whose values came out wrong."""
+
+    analysis: ProgramAnalysis | None
+    far_off: bool
+    """Off by about as much as the values themselves (whole blocks in the wrong place), not by a
+    rounding or a slightly different formula."""
+    matches: Callable[[Callable], bool]
+    """Does the result equal what this reference (same signature as the part's) computes on the
+    case's inputs? (Is it exactly that mistake's result?)"""
+
+
+@dataclasses.dataclass(frozen=True)
+class ValuesHint(Hint):
+    """On wrong values, `text`; with `when` (the reference of the mistake the text names), only
+    when the result is exactly that mistake's, never on other wrong values."""
+
+    code: ClassVar[str] = "H001"
+    title: ClassVar[str] = "values-hint"
+    checks: ClassVar[str] = "nothing: on wrong values, it names the mistake they usually mean and where to look"
+    rationale: ClassVar[str] = (
+        "Some wrong results have one usual cause (a roll built from slices that did not reduce its shift, a "
+        "gradient summed where it should be averaged); saying so, only when the result is exactly that "
+        "mistake's, saves a student the search without misleading the others.")
+
+    text: str
+    when: Callable | None = None
+
+    def describe(self) -> str:
+        return "on wrong values " + ("that are exactly a known mistake's: " if self.when else ": ") + \
+            self.text.split(". ")[0]
+
+    def advice(self, wrong: WrongValues) -> str:
+        return self.text if self.when is None or wrong.matches(self.when) else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RingDirections(Hint):
+    """On values off by whole blocks, which way the program's permutes moved data and what each
+    device then holds after s steps (`ring_directions_note`)."""
+
+    code: ClassVar[str] = "H002"
+    title: ClassVar[str] = "ring-directions"
+    checks: ClassVar[str] = ("nothing: on values off by whole blocks, it says which way the permutes went and "
+                             "what each device holds after s steps")
+    rationale: ClassVar[str] = (
+        "A ring that walks the other way than its schedule assumes multiplies the wrong block at every step: "
+        "the values come out off by whole blocks, and the direction of the permutes is the thing to check.")
+
+    def describe(self) -> str:
+        return "on values off by whole blocks: the directions the permutes went"
+
+    def advice(self, wrong: WrongValues) -> str:
+        return ring_directions_note(wrong.analysis) if wrong.far_off and wrong.analysis is not None else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -959,13 +1070,16 @@ class AllOf(Rule):
     """Every one of `rules` must hold."""
 
     rules: tuple
-    text: str = ""
 
     def describe(self) -> str:
-        return self.text or "; ".join(r.describe() for r in self.rules)
+        """Generated from its rules, never written beside them."""
+        return "; ".join(r.describe() for r in self.rules)
 
     def violations(self, analysis, case, inputs=()) -> list[str]:
         return [v for r in self.rules for v in r.violations(analysis, case, inputs)]
+
+    def check(self, program, case) -> list[Problem]:
+        return [p for r in self.rules for p in r.check(program, case)]
 
     def leaves(self) -> tuple[Rule, ...]:
         return tuple(leaf for r in self.rules for leaf in r.leaves())

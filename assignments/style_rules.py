@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from .contract import Case, Part, style_shows
-from .lowered import program_ops, shard_map_inputs, uses_shard_map, work_outside_shard_map, written_collectives
+from .contract import Case, Part, Problem, style_shows
+from .lowered import lowered_program
 from .rules import Program, Rule
 
 
@@ -57,6 +57,7 @@ class StyleRule(Rule):
     """A rule on how the part is written, read from its lowered program (`Program.lowered`)."""
 
     reads_lowered: ClassVar[bool] = True
+    problem_kind: ClassVar[str] = "style"
 
     judged_everywhere: ClassVar[bool] = False
     """Judged on every mesh (True), or only where a shard_map shows (`style_shows`), its
@@ -79,7 +80,7 @@ class JitOnly(StyleRule):
         return "written with jax.jit only (no shard_map)"
 
     def problems(self, program: Program, case: Case) -> list[str]:
-        if uses_shard_map(program.lowered):
+        if program.lowered.uses_shard_map:
             return [f"{program.part.name} must use jax.jit only, but the program contains a shard_map."]
         return []
 
@@ -99,7 +100,7 @@ class UsesShardMap(StyleRule):
         return "written with jax.shard_map"
 
     def problems(self, program: Program, case: Case) -> list[str]:
-        if style_shows(case.mesh) and not uses_shard_map(program.lowered):
+        if style_shows(case.mesh) and not program.lowered.uses_shard_map:
             return [f"{program.part.name} must be written with jax.shard_map, but the program has none."]
         return []
 
@@ -123,13 +124,13 @@ class WorkInsideShardMap(StyleRule):
         return "its work done inside the shard_map"
 
     def problems(self, program: Program, case: Case) -> list[str]:
-        name, text = program.part.name, program.lowered
+        name, lowered = program.part.name, program.lowered
         judged = style_shows(case.mesh)
-        if judged and uses_shard_map(text) and "sdy.manual_computation" not in program_ops(text):
+        if judged and lowered.uses_shard_map and "sdy.manual_computation" not in lowered.ops:
             return [f"{name} must be lowered with JAX's default partitioner (Shardy), which the graders read: "
                     f"this program's shard_map was lowered with GSPMD (jax_use_shardy_partitioner was turned "
                     f"off). Leave that flag at its default."]
-        outside = work_outside_shard_map(text) if judged else ()
+        outside = lowered.work_outside_shard_map if judged else ()
         if outside:
             names = ", ".join(sorted(o.removeprefix("stablehlo.") for o in outside))
             return [f"{name} must do its work inside its shard_map, but jax.jit computes around it ({names} "
@@ -145,8 +146,8 @@ class KeepsOnAxis(StyleRule):
     """`arg` stays where it lives along `axis`: no collective the submission writes carries it
     over `axis` as it is (only products of it: `DataFlow.carried_sources`; reshaped, retyped or
     added to other data still counts), and every shard_map takes it as it arrives, split over
-    `axis` as its own sharding splits it (`shard_map_inputs`). What a collective carries is read
-    in pieces of one row of `pieces_of` per device."""
+    `axis` as its own sharding splits it (`LoweredProgram.shard_map_inputs`). What a collective
+    carries is read in pieces of one row of `pieces_of` per device."""
 
     code: ClassVar[str] = "S004"
     title: ClassVar[str] = "keeps-on-its-axis"
@@ -166,18 +167,18 @@ class KeepsOnAxis(StyleRule):
     def problems(self, program: Program, case: Case) -> list[str]:
         if not style_shows(case.mesh):
             return []
-        part, text, arg, axis = program.part, program.lowered, self.arg, self.axis
+        part, lowered, arg, axis = program.part, program.lowered, self.arg, self.axis
         names = [a.name for a in part.args]
         row = _row_elements(part.args[names.index(self.pieces_of)], case) if self.pieces_of else 0
         of = names.index(arg)
-        moved = sorted({c.op for c in written_collectives(text, case.mesh, row)
+        moved = sorted({c.op for c in lowered.written_collectives(case.mesh, row)
                         if axis in c.axes and any(of in carried for carried in c.carried)})
         if moved:
             return [f"{part.name} must keep {arg} where it lives, but its {', '.join(moved)} over {axis} carries "
                     f"{arg} itself (not multiplied by the tokens; reshaped, retyped or added to other data "
                     f"still counts). Each expert's matrix stays on its row: send the tokens to the experts, "
                     f"and their results back."]
-        inputs = [i for i in shard_map_inputs(text) if of in i.carried]
+        inputs = [i for i in lowered.shard_map_inputs if of in i.carried]
         if not all(i.as_it_arrives for i in inputs):
             return [f"{part.name} must keep {arg} where it lives, but its shard_map takes what jax.jit built from "
                     f"{arg} around it (sliced, broadcast or combined with other data), which jax.jit may move "
@@ -222,16 +223,16 @@ class WritesCollective(StyleRule):
     def problems(self, program: Program, case: Case) -> list[str]:
         if not style_shows(case.mesh):
             return []
-        part, text = program.part, program.lowered
+        part, lowered = program.part, program.lowered
         names = [a.name for a in part.args]
         row = _row_elements(part.args[names.index(self.of)], case) if self.of else 0
         written = WRITTEN.get(self.op, self.op)
-        collectives = [c for c in written_collectives(text, case.mesh, row) if c.op == self.op]
+        collectives = [c for c in lowered.written_collectives(case.mesh, row) if c.op == self.op]
         if self.op in NAMED_BY_THE_RULE:
             collectives = [c for c in collectives if self.over in c.axes]
             if not collectives:
                 return []
-        if "stablehlo." + self.op not in program_ops(text):
+        if "stablehlo." + self.op not in lowered.ops:
             return [f"{part.name} must communicate with {written} inside its shard_map, but the program calls "
                     f"none: its communication was inserted by jax.jit around the shard_map. Do the work "
                     f"inside the shard_map and write the {written} yourself."]
@@ -258,7 +259,7 @@ class WritesCollective(StyleRule):
         if any(map(tokens, over)):
             # ... and in it alone: tokens that also cross by permutes or psums beside it (in any type)
             # leave it a decoy to carry, a few of their rows made into nothing.
-            beside = sorted({WRITTEN.get(c.op, c.op) for c in written_collectives(text, case.mesh, row)
+            beside = sorted({WRITTEN.get(c.op, c.op) for c in lowered.written_collectives(case.mesh, row)
                              if c.op != self.op and self.over in c.axes and tokens(c)})
             if not beside:
                 return []
@@ -272,12 +273,12 @@ class WritesCollective(StyleRule):
                 f"{WRITTEN_HINT[self.op]}"]
 
 
-def style_problems(part: Part, case: Case, lowered: str) -> list[str]:
+def style_problems(part: Part, case: Case, lowered: str) -> list[Problem]:
     """The part's style rules on its lowered program, in their declared order: the first that
     fails says why (the later ones read what the earlier ones establish)."""
-    program = Program(part, None, lowered)
+    program = Program(part, None, lowered_program(lowered))
     for rule in part.style_rules:
-        found = rule.problems(program, case)
+        found = rule.check(program, case)
         if found:
             return found
     return []

@@ -1,12 +1,12 @@
-"""A graded class, read from its results.json files alone: scores, the kind of each student's
-first problem, and the communication each program compiled to (for `graders.report`).
+"""A graded class, read from its results.json files alone: scores, the rule each student broke
+first in each function, and the communication each program compiled to (for `graders.report`).
 
 It reads what both grading routes leave, one `results.json` per student:
 `graders.batch` writes `OUT/<student>/results.json`, nbgrader's autograde (the kit's
 `FillGradeCells`) `<course>/graded/<assignment>/<student>/results.json`. Nothing is regraded
-and no student code runs. Kinds and patterns come from the verdicts and the compiled
-programs' analyses (`assignments.hlo.ProgramAnalysis`) wherever those say enough, else from
-the kit's own wording of a message, else from its first line with the numbers taken out.
+and no student code runs. Problems are counted by the id of the rule or check that found them
+(every problem is a typed record, `assignments.contract.Problem`), never by their wording;
+patterns come from the compiled programs' analyses (`assignments.hlo.ProgramAnalysis`).
 Messages never hold a hidden input, and nothing here adds one.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ import statistics
 
 from assignments.contract import CaseResult
 from assignments.hlo import ProgramAnalysis
-from assignments.rules import axes_label, collective_label
+from assignments.rulebook import rule_title
+from assignments.rules import axes_label
 
 from .results import RESULTS, PartResult, ResultsUnreadable, SubmissionResult, read_results, student_of_folder
 
@@ -30,9 +31,6 @@ NO_PROGRAM = "no compiled program"
 NO_COMMUNICATION = "no communication"
 MAX_MESSAGE = 240
 """Characters of a message shown as an example of its kind."""
-KIND_CHARS = 140
-ALLOWED_CHARS = 60
-"""Characters of what a rule allowed, quoted in a kind (the message says it whole)."""
 
 
 class NoResults(Exception):
@@ -139,55 +137,21 @@ def _nothing_found(folder: str, unread: list[Unread]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Problem:
+class FirstProblem:
     """The first thing that went wrong in one function of one submission."""
 
     function: str
     """The graded function, or `WHOLE`."""
-    kind: str
-    """What went wrong, in a few words shared by every submission that made the same mistake."""
+    rule: str
+    """The id of the rule or check that found it (`assignments.contract.Problem.rule`): the
+    class report counts problems by it, never by their wording."""
     message: str
     """The first line of what the student read (bounded)."""
 
-
-_WRAPPERS = (re.compile(r"^while running your submission: "), re.compile(r"^running the compiled program: "),
-             re.compile(r"^the submission could not be run: "),
-             re.compile(r"^not run: \d+ earlier cases of \S+ already failed \((.*)\)$"),
-             re.compile(r"^not traced: \d+ earlier cases of \S+ (timed out)$"))
-"""The kit's wrappers around a message that says the real cause (kept: the group in brackets)."""
-
-_KINDS = (
-    (r"not implemented yet: \w+ calls", "calls a function that is not implemented yet"),
-    (r"not implemented", "not implemented (raises NotImplementedError)"),
-    (r"^function \S+ (was not defined|is not callable)", "function missing"),
-    (r"^wrong signature", "wrong signature"),
-    (r"has a syntax error", "syntax error"),
-    (r"is not a valid notebook", "not a valid notebook"),
-    (r"not part of the grading protocol", "wrote to the graders' channel (protocol broken)"),
-    (r"only regular files are graded", "not a regular file (a link, FIFO, ...)"),
-    (r"^no submission", "no submission"),
-    (r"the graders could not grade", "the graders failed (rerun the batch)"),
-    (r"crashed with|exited with code|killed from outside", "crashed"),
-    (r"memory limit|RESOURCE_EXHAUSTED|[Oo]ut of memory", "over memory"),
-    (r"ran longer than|took longer than|made no progress|timed out|grading budget|CPU time", "timed out"),
-    (r"^raised while tracing: (\w+)", r"raised \1 while tracing"),
-    (r"^raised when run: (\w+)", r"raised \1 when the compiled program ran"),
-    (r"^(?:submission|cell \d+) raised (\w+)", r"raised \1 while the submission loaded"),
-    (r"must use jax\.jit only", "uses shard_map where only jax.jit is asked for"),
-    (r"must be written with jax\.shard_map", "no shard_map where one is asked for"),
-    (r"jax\.export could not serialize", "a host callback (cannot be exported)"),
-    (r"^the program computes .*?; allowed: no value with [\d,]+ or more elements \((.*?)\)(?:\.|$)",
-     r"computes a value as large as \1"),
-)
-_KIND_PATTERNS = tuple((re.compile(pattern), label) for pattern, label in _KINDS)
-_VALUES = (("wrong shape", "wrong shape"), ("wrong dtype", "wrong dtype"), ("wrong sharding", "wrong sharding"),
-           ("values wrong: the result has", "NaN in the result"), ("values wrong", "wrong values"),
-           ("returned ", "wrong number of results"))
-_COLLECTIVE = re.compile(r"\b([a-z]+(?:-[a-z]+)*) over ([\w+]+|no axis) of [^;]*?\([\d,]+ bytes\) "
-                         r"(?:x\d+|an unknown number of times)")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
-_BRACKETS = re.compile(r"\s+\([^()]*\)")
-_REPEATED = re.compile(r"(\b[a-z]+(?:-[a-z]+)* over [\w+]+)(?:; \1\b)+")
+    @property
+    def kind(self) -> str:
+        """The rule as the report names it: its id and name ("C001 no-communication")."""
+        return f"{self.rule} {rule_title(self.rule)}"
 
 
 def first_line(text: str, limit: int = MAX_MESSAGE) -> str:
@@ -195,95 +159,30 @@ def first_line(text: str, limit: int = MAX_MESSAGE) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "\u2026"
 
 
-def _without_brackets(text: str) -> str:
-    while True:
-        shorter = _BRACKETS.sub("", text)
-        if shorter == text:
-            return text
-        text = shorter
-
-
-def gist(text: str) -> str:
-    """A message's first line as a kind: each collective named by kind and axes only, details in
-    brackets dropped, numbers as N, and what was allowed kept in short."""
-    head, _, allowed = first_line(text, 10_000).partition("; allowed: ")
-    head = _REPEATED.sub(r"\1", _COLLECTIVE.sub(r"\1 over \2", head))
-    head, allowed = _without_brackets(head), _NUMBER.sub("N", re.split(r" \(|\. |, ", allowed)[0].strip())
-    if len(allowed) > ALLOWED_CHARS:
-        allowed = allowed[:ALLOWED_CHARS].rsplit(" ", 1)[0] + "\u2026"
-    kind = _NUMBER.sub("N", head.strip()) + (f" (allowed: {allowed})" if allowed else "")
-    return kind[:KIND_CHARS]
-
-
-def message_kind(text: str) -> str:
-    """The kind of a message that has no verdict or analysis behind it (the program never ran)."""
-    text = first_line(text, 10_000)
-    for wrapper in _WRAPPERS:
-        match = wrapper.match(text)
-        if match:
-            return message_kind(match.group(1) if match.groups() else text[match.end():])
-    for pattern, label in _KIND_PATTERNS:
-        match = pattern.search(text)
-        if match:
-            return match.expand(label)
-    return gist(text) or "no message"
-
-
-def communication_kind(analysis: ProgramAnalysis, message: str) -> str:
-    """A broken communication rule as the collectives it names (read from the program's
-    analysis, in a fixed order) and what was allowed; other rules by the message's gist."""
-    labels = {collective_label(c) for c in analysis.collectives}
-    named = sorted(label for label in labels if f"{label} of " in message)
-    if message.startswith("communication observed: ") and named:
-        allowed = gist(message).partition(" (allowed: ")[2].rstrip(")")
-        return " + ".join(named) + (f" (allowed: {allowed})" if allowed else "")
-    return message_kind(message)
-
-
-def case_kind(case: CaseResult) -> str:
-    first = case.problems[0] if case.problems else ""
-    if case.values_ok and not case.rule_ok and case.analysis is not None:
-        return communication_kind(case.analysis, first)
-    if case.ran and not case.values_ok:
-        plain = re.sub(r"^\w+: (?=wrong |values wrong|returned )", "", first)  # a leaf's name first
-        return next((label for start, label in _VALUES if plain.startswith(start)), message_kind(first))
-    return message_kind(first)
-
-
-def part_kind(part: PartResult) -> str:
-    """The kind of a function's first problem (`PartResult.first_problem`)."""
-    if part.note:
-        return message_kind(part.note)
-    failing = next((c for c in part.cases if not c.passed), None)
-    if failing is not None:
-        return case_kind(failing)
-    check = next((c for c in part.checks if not c.passed), None)
-    return f"custom check {check.name} failed" if check else "no case graded"
-
-
-def first_problems(result: SubmissionResult) -> list[Problem]:
+def first_problems(result: SubmissionResult) -> list[FirstProblem]:
     """Each function's first problem; one problem of the whole submission instead when it
     could not be graded, or when one note (a syntax error, ...) stopped every function."""
+    whole_rule = result.problems[0].rule if result.problems else "E004"
     if result.failure is not None:
-        kind = "the graders failed (rerun the batch)" if result.failure.graders_fault \
-            else message_kind(result.failure.message)
-        return [Problem(WHOLE, kind, first_line(result.failure.message))]
+        rule = "E005" if result.failure.graders_fault else whole_rule
+        return [FirstProblem(WHOLE, rule, first_line(result.failure.message))]
     notes = {p.note for p in result.parts}
     if len(result.parts) > 1 and len(notes) == 1 and "" not in notes:
-        note = notes.pop()
-        return [Problem(WHOLE, message_kind(note), first_line(note))]
-    return [Problem(p.name, part_kind(p), first_line(p.first_observed)) for p in result.parts if not p.passed]
+        return [FirstProblem(WHOLE, whole_rule, first_line(notes.pop()))]
+    return [FirstProblem(p.name, p.first_rule or whole_rule, first_line(p.first_observed))
+            for p in result.parts if not p.passed]
 
 
-def problem_table(graded: list[Graded]) -> list[tuple[Problem, list[str]]]:
-    """(the kind, in one function, with its first student's message; the students) per kind,
-    most students first; ties by function and kind, so the order never changes."""
-    groups: dict[tuple[str, str], list[tuple[str, Problem]]] = collections.defaultdict(list)
+def problem_table(graded: list[Graded]) -> list[tuple[FirstProblem, list[str]]]:
+    """(the rule broken first, in one function, with its first student's message; the students)
+    per function and rule, most students first; ties by function and rule id, so the order never
+    changes."""
+    groups: dict[tuple[str, str], list[tuple[str, FirstProblem]]] = collections.defaultdict(list)
     for g in graded:
         for problem in first_problems(g.result):
-            groups[(problem.function, problem.kind)].append((g.student, problem))
+            groups[(problem.function, problem.rule)].append((g.student, problem))
     rows = [(members[0][1], [student for student, _ in members]) for members in groups.values()]
-    return sorted(rows, key=lambda row: (-len(row[1]), row[0].function, row[0].kind))
+    return sorted(rows, key=lambda row: (-len(row[1]), row[0].function, row[0].rule))
 
 
 # --- communication patterns ------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import statistics
 
+from assignments.rulebook import rule_title
+
 from .files import csv_text, write_atomic
 from .results import SubmissionResult
 
@@ -174,14 +176,16 @@ def summary_tables(results: list[tuple[str, str, SubmissionResult]], assignment:
     for p in parts:
         found = [r.part(p.name) for _, _, r in results if any(q.name == p.name for q in r.parts)]
         scores = [q.score for q in found] + [0.0] * (len(results) - len(found))
-        problems: dict[str, int] = {}
+        problems: dict[str, int] = {}  # by the id of the rule broken first, never by the wording
         for q in found:
             if not q.passed:
-                problems[q.first_problem[:70]] = problems.get(q.first_problem[:70], 0) + 1
-        common = max(problems, key=problems.get) if problems else ""
+                rule = q.first_rule or "note"
+                problems[rule] = problems.get(rule, 0) + 1
+        common = max(sorted(problems), key=problems.get) if problems else ""
         table.add_row(p.name, f"{p.points:g}", f"{statistics.mean(scores):.2f}" if scores else "-",
                       str(sum(s >= p.points for s in scores)), str(sum(s == 0 for s in scores)),
-                      Text(f"{common} ({problems[common]}x)" if common else ""))
+                      Text(f"{common} {rule_title(common) or 'a note on the whole submission'} "
+                           f"({problems[common]}x)" if common else ""))
     console.print(table)
     students = Table(title="students" + (" (lowest 25)" if len(results) > 25 else ""), box=box.SIMPLE)
     for column in ("student", "score", "status", "time (s)", "first problem"):

@@ -246,7 +246,7 @@ def _grade(root: str, source: str, assignment: str, sandbox: str) -> SubmissionR
     limits.sandbox = sandbox
     result = grade(path, assignment, limits=limits, trusted_folder=folder)
     if note:
-        result.problems.append(f"Note: {note}.")
+        result.provenance.note = note
     print(f"isolation: {result.isolation}")
     return result
 

@@ -25,7 +25,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from assignments.contract import (Assignment, Case, CaseResult, Part, answer_is_constant, case_request,
+from assignments.contract import (CHECKS, Assignment, Case, CaseResult, Part, Problem, answer_is_constant, case_request,
                                   check_call, counted_where_answers_depend, style_on_every_mesh)
 from assignments.contracts import get_assignment
 
@@ -34,8 +34,8 @@ from .files import NotASubmission, read_submission
 from .hidden import case_seed, grading_secret, hidden_cases, hidden_inputs, public_seed
 from .results import PartResult, SubmissionResult
 from .sandbox import Slot
-from .sandboxed.protocol import (ProtocolError, encode_array, encode_bytes, encode_tree,
-                                 job_text, read_event, request_text)
+from .sandboxed.protocol import (Died, Exported, Finished, Judged, Loaded, ProtocolError, Unanswered, encode_array,
+                                 encode_bytes, encode_tree, job_text, read_event, request_text)
 from .settings import DEVICES, Limits
 from .setup_cells import SETUP_CELLS
 from .supervisor import (EXPORT_COMMAND, JUDGE_COMMAND, Deadlines, JobBoard, Prepared, WorkerProcess,
@@ -125,7 +125,7 @@ class JudgePool:
         self.failures: list[BaseException] = []
         self.lock = threading.Lock()
 
-    def submit(self, job: _Job, export: dict) -> None:
+    def submit(self, job: _Job, export: Exported) -> None:
         key, cached = cached_verdict(self.assignment, job, export)
         if key is not None:
             self.keys[job.id] = key
@@ -133,7 +133,7 @@ class JudgePool:
             self.results[job.id] = cached
             return
         self.start()
-        program = (export["artifact"] if not job.part.eager else job.id, tuple(job.case.mesh))
+        program = (export.artifact if not job.part.eager else job.id, tuple(job.case.mesh))
         self.board.put(job.id, job_text(_judge_job(job, export, self.assignment)), program)
 
     def start_early(self) -> None:
@@ -169,8 +169,8 @@ class JudgePool:
             self.results.update(run.results)
             self.events += run.events
         for case, event in run.results.items():
-            if case in self.keys and event.get("status") != "error":  # a verdict, not the supervisor's error
-                verdicts.store(self.assignment.name, self.keys[case], _stored(event))
+            if case in self.keys and isinstance(event, Judged):  # a verdict, not the supervisor's error
+                verdicts.store(self.assignment.name, self.keys[case], event.stored())
 
     def finish(self) -> None:
         """Close the board, wait for the judges; a judge thread's own exception (a bug of the
@@ -183,38 +183,32 @@ class JudgePool:
             raise RuntimeError(f"a judge of the graders failed: {self.failures[0]!r}") from self.failures[0]
 
 
-def _stored(event: dict) -> dict:
-    return {"values_ok": event["values_ok"], "rule_ok": event["rule_ok"], "problems": event["problems"],
-            "ran": event.get("ran", False),
-            "analysis": None if event["analysis"] is None else event["analysis"].to_json()}
-
-
 def eager_ids(jobs) -> frozenset[str]:
     """The cases an export answers with an eager report (`protocol.read_event`'s `reports`)."""
     return frozenset(job.id for job in jobs if job.part.eager)
 
 
-def cached_verdict(assignment: Assignment, job: _Job, export: dict) -> tuple[str | None, dict | None]:
+def cached_verdict(assignment: Assignment, job: _Job, export: Exported) -> tuple[str | None, Judged | None]:
     """The verdict cache's key for a case judged on its artifact (None for an eager part, judged
     on its report) and the verdict the cache holds for it, as a validated judge event (None if
     it holds none)."""
     if job.part.eager:
         return None, None
-    key = verdicts.key(assignment.name, job.part.name, job.case.to_json(), job.seed, export["artifact"])
+    key = verdicts.key(assignment.name, job.part.name, job.case.to_json(), job.seed, export.artifact)
     hit = verdicts.load(assignment.name, key)
     return key, None if hit is None else _cached_event(hit, job.id)
 
 
-def export_failure(job: _Job, event: dict) -> CaseResult:
+def export_failure(job: _Job, event: Exported) -> CaseResult:
     """A case the export worker answered without an artifact (an exception while tracing
     names the call that raises it again on the student's machine)."""
-    message = event["message"] or "no artifact was produced"
-    if event["while_tracing"]:
+    message = event.message or "no artifact was produced"
+    if event.while_tracing:
         message += f"; to see it, run {check_call(job.part, job.case)}"
-    return CaseResult.failed(job.case, message)
+    return CaseResult.failed(job.case, CHECKS[event.rule].problem(message))
 
 
-def _cached_event(hit: dict, job_id: str) -> dict | None:
+def _cached_event(hit: dict, job_id: str) -> Judged | None:
     """A cached verdict as a validated judge event (None for a stale or damaged entry)."""
     try:
         return read_event(json.dumps({**hit, "event": "case", "id": job_id}).encode(), {job_id}, "judge")
@@ -222,17 +216,17 @@ def _cached_event(hit: dict, job_id: str) -> dict | None:
         return None
 
 
-def _judge_job(job: _Job, export: dict, assignment: Assignment) -> dict:
+def _judge_job(job: _Job, export: Exported, assignment: Assignment) -> dict:
     arrays = hidden_inputs(assignment, job.part, job.case, job.seed)
     request = {"id": job.id, "part": job.part.name, "case": job.case.to_json(),
                "inputs": [encode_tree(a) for a in arrays]}
     if job.part.eager:
-        report = dict(export["report"])
+        report = dict(export.report)
         if "shards" in report:
             report["shards"] = [{**s, "data": encode_array(s["data"])} for s in report["shards"]]
         request["report"] = report
     else:
-        request["artifact"] = encode_bytes(export["artifact"])
+        request["artifact"] = encode_bytes(export.artifact)
     return request
 
 
@@ -259,7 +253,7 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits | 
         try:
             text, problems = read_submission(submission, trusted_folder, limits=limits).decode("utf-8", errors="replace"), []
         except NotASubmission as e:
-            text, problems = None, [str(e)]
+            text, problems = None, [CHECKS["E004"].problem(str(e))]
         setup = dataclasses.replace(prepared.setup, function_of={j.id: j.part.name for j in jobs})
         end = time.monotonic() + limits.submission_timeout
         judges = JudgePool(assignment, limits, setup, end, limits.judges_for(concurrent), stack)
@@ -271,19 +265,19 @@ def grade_submission(submission: str, assignment_name: str, *, limits: Limits | 
 
 
 def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, judges: JudgePool,
-                      results: dict, timings: dict, keep_artifacts, export: WorkerProcess | None) -> list[str]:
+                      results: dict, timings: dict, keep_artifacts, export: WorkerProcess | None) -> list[Problem]:
     """Export every case; judge each artifact as it comes; fill `results`; return problems."""
     by_id = {job.id: job for job in jobs}
 
-    def on_result(event: dict) -> None:
-        job = by_id[event["id"]]
-        if event["status"] != "ok":
+    def on_result(event: Exported) -> None:
+        job = by_id[event.id]
+        if not event.ok:
             results[job.id] = export_failure(job, event)
             return
-        if keep_artifacts and "artifact" in event:
+        if keep_artifacts and event.artifact is not None:
             os.makedirs(keep_artifacts, exist_ok=True)
             with open(os.path.join(keep_artifacts, f"{job.id}.jaxexport"), "wb") as f:
-                f.write(event["artifact"])
+                f.write(event.artifact)
         judges.submit(job, event)
 
     started = time.perf_counter()
@@ -297,40 +291,43 @@ def _export_and_judge(jobs, assignment, submission, text, limits, setup, end, ju
     finally:
         timings["export (all)"] = time.perf_counter() - started
         judges.finish()
-    for case, event in run.results.items():  # cases the export never answered itself
-        if case not in results and event["status"] != "ok" and case not in judges.results:
-            results[case] = CaseResult.failed(by_id[case].case, event["message"])
+    # Cases the export never answered itself: the worker stopped while the submission loaded
+    # (E004), or while it traced (E002).
+    check = CHECKS["E002" if any(isinstance(e, Loaded) for e in run.events) else "E004"]
+    for case, event in run.results.items():
+        if case not in results and not event.ok and case not in judges.results:
+            results[case] = CaseResult.failed(by_id[case].case, check.problem(event.message or "no artifact"))
     for case, event in judges.results.items():
         results[case] = _case_result(by_id[case], event)
     timings["export and judge (all)"] = time.perf_counter() - started
     return _collect(run.events + judges.events, timings)
 
 
-def _case_result(job: _Job, event: dict) -> CaseResult:
-    if event.get("status") == "error":  # the supervisor's: the judge never answered
-        return CaseResult.failed(job.case, f"running the compiled program: {event['message']}")
-    return CaseResult(job.case, event["values_ok"], event["rule_ok"], event["problems"],
-                      event["analysis"], ran=event["ran"])
+def _case_result(job: _Job, event: Judged | Unanswered) -> CaseResult:
+    if isinstance(event, Unanswered):  # the supervisor's: the judge never answered
+        return CaseResult.failed(job.case, CHECKS["E003"].problem(f"running the compiled program: {event.message}"))
+    return CaseResult(job.case, event.values_ok, event.rule_ok, list(event.problems), event.analysis, ran=event.ran)
 
 
-def _collect(events: list[dict], timings: dict) -> list[str]:
-    """Add the workers' reported timings to `timings`; return the problems they reported."""
+def _collect(events: list, timings: dict) -> list[Problem]:
+    """Add the workers' reported timings to `timings`; return the problems they reported (each
+    about running the submission: E004)."""
     problems = []
     for event in events:
-        if event["event"] == "loaded":
-            problems += event["problems"]
-            timings["export: run the submission"] = event["run_submission_s"]
-        elif event["event"] == "finished":  # several judges: their times add up
-            for phase, seconds in event["timings"].items():
+        if isinstance(event, Loaded):
+            problems += [CHECKS["E004"].problem(p) for p in event.problems]
+            timings["export: run the submission"] = event.run_submission_s
+        elif isinstance(event, Finished):  # several judges: their times add up
+            for phase, seconds in event.timings.items():
                 timings[phase] = timings.get(phase, 0.0) + seconds
-        elif event["event"] == "died":
-            problems.append(event["message"])
+        elif isinstance(event, Died):
+            problems.append(CHECKS["E004"].problem(event.message))
     return problems
 
 
 def _submission_result(assignment, submission, jobs, results, problems, timings, isolation):
     """The grading's result; a case with no result failed for the first problem reported."""
-    unanswered = problems[0] if problems else "no artifact"
+    unanswered = problems[0] if problems else CHECKS["E004"].problem("no artifact")
     parts = []
     for part in assignment.parts:
         own = [j for j in jobs if j.part is part]
@@ -341,6 +338,6 @@ def _submission_result(assignment, submission, jobs, results, problems, timings,
     if problems:
         for p in parts:
             if not any(c.values_ok for c in p.cases):
-                p.note = "while running your submission: " + "; ".join(problems)
+                p.note = "while running your submission: " + "; ".join(problem.message for problem in problems)
     return SubmissionResult(assignment.name, os.path.basename(submission), parts, problems, timings,
                             isolation=isolation.note)

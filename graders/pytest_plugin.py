@@ -23,7 +23,7 @@ import pytest
 
 from assignments.contract import Case
 
-from .results import Check, SubmissionResult
+from .results import Check, SubmissionResult, case_text
 
 
 def case_label(case: Case) -> str:
@@ -45,7 +45,7 @@ def case_test(assignment: str, part: str):
     def test(index, grading):
         result = grading.submission(assignment).part(part).cases[index]
         if not result.passed:
-            pytest.fail("; ".join(result.problems) or "failed", pytrace=False)
+            pytest.fail(case_text(result.problems) or "failed", pytrace=False)
 
     test.__name__ = f"test_{part}"
     test.__doc__ = f"Does {part} give the right values, sharding and communication on this case?"

@@ -195,9 +195,9 @@ def _problems(results: ClassResults, page: str) -> str:
     table = problem_table(results.graded)
     out = ['<h2 id="problems">Most frequent first problems</h2>',
            '<p class="note">Each student\'s first problem in each function (the first thing its feedback lists), '
-           "grouped by kind: the collectives a broken communication rule names, the kind of a wrong result, or "
-           "the kit's words for what stopped the program. A problem that stopped the whole submission counts "
-           "once. The message is the first student's, as they read it.</p>"]
+           "counted by the rule or check that found it: its id and name (<code>python -m assignments.rules "
+           "ID</code> explains it). A problem that stopped the whole submission counts once. The message is the "
+           "first student's, as they read it; the next section groups the programs by what they send.</p>"]
     if not table:
         return "".join(out) + "<p>No problems: every graded function got full marks.</p>"
     most = len(table[0][1])
@@ -210,7 +210,7 @@ def _problems(results: ClassResults, page: str) -> str:
                     f'<td>{share_bar(len(students), most, 80)}</td><td>{function}</td>'
                     f'<td>{esc(problem.kind)}</td><td class="msg">{esc(problem.message)}</td>'
                     f'<td class="who">{_names(students, results, page)}</td></tr>')
-    head = "<tr><th>students</th><th></th><th>function</th><th>kind</th><th>e.g.</th><th>who</th></tr>"
+    head = "<tr><th>students</th><th></th><th>function</th><th>rule</th><th>e.g.</th><th>who</th></tr>"
     out.append(f"<table>{head}{''.join(rows[:TOP_PROBLEMS])}</table>")
     if len(rows) > TOP_PROBLEMS:
         out.append(f"<details><summary>{len(rows) - TOP_PROBLEMS} more kind(s), each of fewer students</summary>"

@@ -14,9 +14,9 @@ import json
 import os
 import re
 
-from assignments.contract import Case, CaseResult
+from assignments.contract import CHECKS, Case, CaseResult, Problem
 
-VERSION = 1
+VERSION = 2
 """Bumped whenever the JSON form changes shape; `read_results` refuses another version."""
 VALUES_WEIGHT = 0.5
 """Share of a part's points for right values (shape, dtype, sharding, numbers) per case;
@@ -81,18 +81,24 @@ def observed_and_advice(problem: str) -> tuple[str, str]:
     return parts[0], parts[1] if len(parts) > 1 else ""
 
 
-def case_text(problems: list[str], said: set[str] | None = None, limit: int = MAX_PROBLEM_CHARS) -> str:
-    """A case's problems as sentences on one line (never glued with ".;"). Advice already in
-    `said` (given on an earlier case of the function) is not repeated: only what was observed
-    is kept. The advice given here, whole within the `limit` the line is cut to (`bounded`),
-    is added to `said`."""
+def named(problem: Problem, text: str | None = None) -> str:
+    """A problem as a student reads it: the id of the rule or check that found it first (as
+    ruff prints "F401 ..."), which `python -m assignments.rules ID` and `explain("ID")` explain."""
+    return f"{problem.rule} {full_stop(problem.message if text is None else text)}"
+
+
+def case_text(problems: list[Problem], said: set[str] | None = None, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """A case's problems as sentences on one line (never glued with ".;"), each led by its rule's
+    id. Advice already in `said` (given on an earlier case of the function) is not repeated: only
+    what was observed is kept. The advice given here, whole within the `limit` the line is cut to
+    (`bounded`), is added to `said`."""
     pieces = []
     for problem in problems:
-        observed, advice = observed_and_advice(problem)
+        observed, advice = observed_and_advice(problem.message)
         if said is not None and advice and advice in said:
-            pieces.append(full_stop(observed))
+            pieces.append(named(problem, observed))
             continue
-        pieces.append(full_stop(problem))
+        pieces.append(named(problem))
         if said is not None and advice and len(" ".join(pieces)) <= limit - 30:
             said.add(advice)
     return " ".join(pieces)
@@ -152,13 +158,21 @@ class PartResult:
         return f"check {failed_checks[0].name}: {failed_checks[0].message}" if failed_checks else ""
 
     @property
+    def first_rule(self) -> str:
+        """The id of the rule or check behind `first_problem` ("" for a note or a custom check)."""
+        failing = [c for c in self.cases if not c.passed]
+        if self.note or not failing or not failing[0].problems:
+            return ""
+        return failing[0].problems[0].rule
+
+    @property
     def first_observed(self) -> str:
         """`first_problem` without its advice (what was observed only): the class report's
         example of a kind, where every student of the function read the same advice."""
         failing = [c for c in self.cases if not c.passed]
         if self.note or not failing:
             return self.first_problem
-        return " ".join(full_stop(observed_and_advice(p)[0]) for p in failing[0].problems)
+        return " ".join(full_stop(observed_and_advice(p.message)[0]) for p in failing[0].problems)
 
     @property
     def output(self) -> str:
@@ -223,7 +237,7 @@ class SubmissionResult:
     assignment: str
     submission: str
     parts: list[PartResult]
-    problems: list[str] = dataclasses.field(default_factory=list)
+    problems: list[Problem] = dataclasses.field(default_factory=list)
     """Problems met while running the submission (failed cells, syntax errors, ...)."""
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds spent per phase (export, compile, run, ...)."""
@@ -243,7 +257,13 @@ class SubmissionResult:
 
         parts = [PartResult(p.name, p.points, [], note=message)
                  for p in get_assignment(assignment).parts if not only or p.name in only]
-        return cls(assignment, submission, parts, [message], failure=Failure(message, graders_fault))
+        problem = CHECKS["E005" if graders_fault else "E004"].problem(message)
+        return cls(assignment, submission, parts, [problem], failure=Failure(message, graders_fault))
+
+    @property
+    def messages(self) -> list[str]:
+        """The messages of the problems met while running the submission, in order."""
+        return [p.message for p in self.problems]
 
     @property
     def score(self) -> float:
@@ -260,7 +280,7 @@ class SubmissionResult:
         lines = [f"{self.assignment} — {self.submission}",
                  f"score: {self.score:g} / {self.max_score:g} (auto-graded parts)"]
         for problem in self.problems:
-            lines.append("! " + bounded(problem, MAX_PROBLEM_CHARS))
+            lines.append("! " + bounded(full_stop(problem.message), MAX_PROBLEM_CHARS))
         if self.isolation:
             lines.append(f"isolation: {self.isolation}")
         lines += ["", *(p.output for p in self.parts)]
@@ -269,7 +289,9 @@ class SubmissionResult:
     def to_gradescope(self, visibility: dict[str, str] | None = None) -> dict:
         """Gradescope's results.json fields (what a student may read is in `output`)."""
         extra = ("\n\nWhile running your submission: " +
-                 bounded(" ".join(map(full_stop, self.problems)), MAX_OUTPUT_CHARS)) if self.problems else ""
+                 bounded(" ".join(full_stop(p.message) for p in self.problems), MAX_OUTPUT_CHARS)) if self.problems else ""
+        if self.provenance.note:
+            extra += f"\n\nNote: {full_stop(self.provenance.note)}"
         tests = []
         for p in self.parts:
             test = {"name": p.name, "score": p.score, "max_score": p.max_score,
@@ -305,7 +327,8 @@ class SubmissionResult:
                                 p.get("note", ""), [Check(**c) for c in p.get("checks", [])])
                      for p in data["parts"]]
             failure = Failure(**data["failure"]) if data.get("failure") else None
-            return cls(data["assignment"], data["submission"], parts, list(data.get("problems", [])),
+            return cls(data["assignment"], data["submission"], parts,
+                       [Problem.from_json(p) for p in data.get("problems", [])],
                        dict(data.get("timings", {})), data.get("isolation", ""), failure,
                        Provenance(**data.get("provenance", {})), float(data.get("execution_time", 0.0)))
         except (KeyError, TypeError, ValueError) as e:
@@ -314,7 +337,7 @@ class SubmissionResult:
 
 def _case_to_json(c: CaseResult) -> dict:
     return {"case": c.case.to_json(), "values_ok": c.values_ok, "rule_ok": c.rule_ok,
-            "problems": list(c.problems), "ran": c.ran,
+            "problems": [p.to_json() for p in c.problems], "ran": c.ran,
             "analysis": None if c.analysis is None else c.analysis.to_json()}
 
 
@@ -323,7 +346,8 @@ def _case_from_json(data: dict) -> CaseResult:
 
     case = Case(tuple(data["case"]["mesh"]), dict(data["case"]["sizes"]), dict(data["case"]["statics"]))
     analysis = None if data.get("analysis") is None else ProgramAnalysis.from_json(data["analysis"])
-    return CaseResult(case, bool(data["values_ok"]), bool(data["rule_ok"]), list(data["problems"]),
+    return CaseResult(case, bool(data["values_ok"]), bool(data["rule_ok"]),
+                      [Problem.from_json(p) for p in data["problems"]],
                       analysis, ran=bool(data.get("ran", True)))
 
 

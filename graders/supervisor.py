@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 from .cgroups import WorkerCgroup
 from .sandbox import (DEBUG_VARIABLE, Isolation, Resources, Slot, choose_isolation, host_env, isolated,
                       compile_worker_code, kill_user, limited, python_command)
-from .sandboxed.protocol import MAX_LINE_BYTES, ProtocolError, read_event
+from .sandboxed.protocol import (MAX_LINE_BYTES, Died, Event, Finished, ProtocolError, Ready, Start, Unanswered,
+                                 read_event)
 
 if TYPE_CHECKING:
     from .settings import Limits
@@ -83,21 +84,14 @@ class WorkerSetup:
 class WorkerRun:
     """What a worker reported, across restarts."""
 
-    results: dict[str, dict] = field(default_factory=dict)
-    """Case id -> its validated "case" event (or a failure made up here)."""
-    events: list[dict] = field(default_factory=list)
-    """Every other event, in order ("loaded", "finished", and "died" made up here)."""
+    results: dict[str, Event] = field(default_factory=dict)
+    """Case id -> its validated case event (`Exported`, `Judged`), or `Unanswered` made up here."""
+    events: list[Event] = field(default_factory=list)
+    """Every other event, in order (`Loaded`, `Finished`, and `Died` made up here)."""
 
     def fail(self, ids, message: str) -> None:
         for case_id in ids:
-            self.results.setdefault(case_id, failure(case_id, message))
-
-
-def failure(case_id: str, message: str) -> dict:
-    """A case's result made up by the supervisor (the worker never gave one)."""
-    return {"event": "case", "id": case_id, "status": "error", "message": message, "timed_out": False,
-            "while_tracing": False,
-            "values_ok": False, "rule_ok": False, "problems": [message], "ran": False, "analysis": None}
+            self.results.setdefault(case_id, Unanswered(case_id, message))
 
 
 # --- one worker process ------------------------------------------------------------------------
@@ -217,21 +211,20 @@ class Attempt:
     progressed: bool = False
     """It answered at least one case."""
 
-    def apply(self, event: dict, run: WorkerRun) -> None:
-        kind = event["event"]
-        if kind == "start":
+    def apply(self, event: Event, run: WorkerRun) -> None:
+        if isinstance(event, Start):
             if self.current is not None:
                 raise ProtocolError("a case started before the previous one ended")
-            self.current, self.case_started = event["id"], time.monotonic()
-        elif kind == "case":
-            if self.current not in (None, event["id"]):
+            self.current, self.case_started = event.id, time.monotonic()
+        elif event.name == "case":
+            if self.current not in (None, event.id):
                 raise ProtocolError("a result for a case other than the one running")
-            run.results[event["id"]] = event
+            run.results[event.id] = event
             self.current, self.progressed = None, True
-        elif kind == "finished":
+        elif isinstance(event, Finished):
             self.finished = True
             run.events.append(event)
-        elif kind not in ("progress", "ready"):
+        elif event.name not in ("progress", "ready"):
             run.events.append(event)
 
 
@@ -360,15 +353,15 @@ class Strikes:
             if not attempt.progressed:  # retrying would only do the same again
                 log.info("worker failed before any case: %s", end.message)
                 run.fail(left, f"the submission could not be run: {end.message}")
-                run.events.append({"event": "died", "message": end.message})
+                run.events.append(Died(end.message))
             return
         log.info("case %s failed: %s", case, end.message)
-        run.results[case] = failure(case, end.message)
+        run.results[case] = Unanswered(case, end.message)
         self.by_function.setdefault(self.setup.function_of.get(case, ""), []).append(end.message)
         for other in left:
             why = self.struck_out(other)
             if why and other not in run.results:
-                run.results[other] = failure(other, why)
+                run.results[other] = Unanswered(other, why)
 
 
 def _finish(process: WorkerProcess, attempt: Attempt, run: WorkerRun, strikes: Strikes,
@@ -401,7 +394,7 @@ def run_worker(command: list[str], request_for, case_ids: list[str], *, kind: st
         process.write(request_for(sorted(run.results)))
         process.close_input()
         read_events(process, attempt, run, lambda: case_ids, kind, deadlines,
-                    on_event=lambda e: on_result and e["event"] == "case" and on_result(e), reports=reports)
+                    on_event=lambda e: on_result and e.name == "case" and on_result(e), reports=reports)
         _finish(process, attempt, run, strikes, [i for i in case_ids if i not in run.results],
                 deadlines, setup.resources)
     return run
@@ -470,13 +463,13 @@ class _Feeder(threading.Thread):
         self.halted = False
         self.changed = threading.Condition()
 
-    def note(self, event: dict) -> None:
+    def note(self, event: Event) -> None:
         """An event of this process (from the reading thread)."""
         with self.changed:
-            if event["event"] == "ready":
+            if isinstance(event, Ready):
                 self.ready = True
-            elif event["event"] == "case":
-                self.outstanding.discard(event["id"])
+            elif event.name == "case":
+                self.outstanding.discard(event.id)
             self.changed.notify_all()
 
     def halt(self) -> None:
@@ -507,7 +500,7 @@ class _Feeder(threading.Thread):
             case_id, line = item
             why = self.strikes.struck_out(case_id)
             if why:  # its function already failed too often: do not run it
-                self.run_.results.setdefault(case_id, failure(case_id, why))
+                self.run_.results.setdefault(case_id, Unanswered(case_id, why))
                 continue
             self.sent[case_id] = line
             with self.changed:
@@ -545,7 +538,7 @@ def run_stream(command: list[str], header: str, board: JobBoard, *, kind: str, d
 
         def note(event, feeder=feeder):
             feeder.note(event)
-            if on_result and event["event"] == "case":
+            if on_result and event.name == "case":
                 on_result(event)
 
         # The feeder adds to `sent` while these read it: each reads a snapshot (`list(sent)`,

@@ -9,12 +9,18 @@ real compiled programs) are graded in this process by the workers' own code (`gr
 the same request, export, judge and protocol, without the processes and the sandbox around
 them, which have end-to-end tests of their own (the attack and fault corpora, the routes).
 `test_grading_here_is_grading` keeps the two ways of grading in step.
+
+A file of those corpora holds only the functions it tests (with its imports and helpers) and is
+graded as an overlay on the assignment's solution (`overlay_text`, `submission_file`), but for
+the few whose subject is the whole submission (`WHOLE_FILES`). Expected scores are written as what a
+file gets wrong (the share of each function's points it earns) and totalled from the contract.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import re
 
@@ -25,6 +31,8 @@ from graders.harness import grade_submission
 from graders.results import SubmissionResult
 from graders.settings import Limits
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUBMISSIONS = os.path.join(REPO_ROOT, "tests", "submissions")
 _GRADED: dict[tuple, SubmissionResult] = {}
 CONCURRENT = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 """Gradings sharing the machine: one per xdist worker (`make test` runs 3 on 2 cores). The
@@ -33,7 +41,9 @@ judge per grading would only add its start-up to a machine that is already busy.
 
 
 def load_module(path: str):
-    """A .py file (a solution module, a corpus submission) imported as a module of its own."""
+    """A .py file (a solution module, a corpus submission: the overlay it stands for,
+    `submission_file`) imported as a module of its own."""
+    path = submission_file(path)
     name = "loaded_" + os.path.splitext(os.path.basename(path))[0] + "_" + hashlib.sha256(path.encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -41,11 +51,110 @@ def load_module(path: str):
     return module
 
 
+# --- corpus files graded as overlays on the solution ------------------------------------------
+
+OVERLAID = ("problem1", "problem2", "problem3", "problem4", "warmup")
+"""The corpora (`tests/submissions/<assignment>/`) whose files hold only the functions they test
+(with their own imports and helpers): each is graded as an overlay on the assignment's solution
+(`overlay_text`), so a new graded function touches the solution and its own test, not every file."""
+
+WHOLE_FILES = {
+    "problem1": {
+        # the submission's top level is the subject: a loop, an allocation, 50 MB printed, forged
+        # protocol lines, the solutions read from disk, patches of JAX and the kit
+        "loop_top_level", "memory_hog", "huge_output", "forge_events", "reads_solutions", "tampering",
+        # what it leaves undefined counts: a function missing, or a file of two functions whose
+        # total (2) counts the other three as missing
+        "missing_function", "compiled_infinite_loop",
+    },
+}
+"""The files of the `OVERLAID` corpora graded as they are, whole, because their subject is the
+whole submission; every other file there is an overlay. (The attack, fault and probe corpora are
+always whole.)"""
+
+
+def is_overlay(path: str) -> bool:
+    """Is `path` a file of an `OVERLAID` corpus, not `WHOLE_FILES`?"""
+    folder, name = os.path.split(os.path.abspath(path))
+    assignment, (stem, extension) = os.path.basename(folder), os.path.splitext(name)
+    return (os.path.dirname(folder) == SUBMISSIONS and assignment in OVERLAID and extension == ".py"
+            and stem not in WHOLE_FILES.get(assignment, ()))
+
+
+_OVERLAY = '''
+
+
+# --- {relative}: its functions over the solution's above (tests/grading.py `overlay_text`) ---
+def _overlay(source, graded):
+    """Run the corpus file in a namespace of its own (a copy of the solution's, so it may call
+    the solution's functions), then put in the module only the graded functions it defines:
+    its helpers never replace the solution's, whatever their names, and the solution's
+    functions call the graded functions it replaces, as they would in one student's file.
+    Compiled under the submission's name (the graders quote only the submission's own frames,
+    `export._where`) with the corpus file's lines, so a message names the corpus file's line and
+    code as it would the student's. (A frame of the solution's own code would be quoted from
+    the corpus file's lines too: none raises in the corpora.)"""
+    import linecache
+
+    linecache.cache["<submission>"] = (len(source), None, source.splitlines(True), "<submission>")
+    namespace = dict(globals())
+    exec(compile(source, "<submission>", "exec"), namespace)
+    for name in graded:
+        if namespace.get(name) is not globals().get(name):
+            globals()[name] = namespace[name]
+
+
+_overlay({source!r}, {graded!r})
+del _overlay
+'''
+
+
+def overlay_text(path: str) -> str:
+    """The submission a corpus file stands for: the solution's text (solutions/<assignment>.py,
+    its lines and their numbers as they are), then the corpus file run in a namespace of its own
+    (`_OVERLAY`), whose graded functions replace the solution's. Not plain concatenation: a
+    helper of the corpus file named like one of the solution's would change the solution's
+    functions too (Python binds a function's globals when it runs)."""
+    assignment = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    with open(os.path.join(REPO_ROOT, "solutions", assignment + ".py"), encoding="utf-8") as f:
+        solution = f.read()
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    graded = tuple(p.name for p in get_assignment(assignment).parts)
+    return solution + _OVERLAY.format(relative=os.path.relpath(path, REPO_ROOT), source=source, graded=graded)
+
+
+_OVERLAYS: list[str] = []
+
+
+def submission_file(path: str) -> str:
+    """The file to grade for `path`: itself, or for an overlay (`is_overlay`) its `overlay_text`
+    written to this process's folder under the same name (a batch names its students by it),
+    for every route that reads a submission from a file."""
+    if not is_overlay(path):
+        return path
+    if not _OVERLAYS:
+        import atexit
+        import shutil
+        import tempfile
+
+        _OVERLAYS.append(tempfile.mkdtemp(prefix="kit-overlays-"))
+        atexit.register(shutil.rmtree, _OVERLAYS[0], True)
+    folder = os.path.join(_OVERLAYS[0], os.path.basename(os.path.dirname(os.path.abspath(path))))
+    os.makedirs(folder, exist_ok=True)
+    written = os.path.join(folder, os.path.basename(path))
+    with open(written, "w", encoding="utf-8") as f:
+        f.write(overlay_text(path))
+    return written
+
+
 def graded(path: str, assignment: str, limits: Limits | None = None,
            only: list[str] | None = None, here: bool = False) -> SubmissionResult:
     """The cases' verdict on the file at `path` (`grade_submission`, or `graded_here` when
-    `here`), graded once per session."""
+    `here`), graded once per session; a corpus file as an overlay on the solution
+    (`submission_file`)."""
     limits = limits or Limits()
+    path = submission_file(path)
     with open(path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     key = (digest, os.path.splitext(path)[1], assignment, limits.key(), tuple(only or ()), here)
@@ -82,7 +191,7 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
 
     from jax._src import config
 
-    from assignments.contract import CaseResult
+    from assignments.contract import CHECKS, CaseResult
     from graders import harness, verdicts
     from graders.hidden import grading_secret
     from graders.sandbox import choose_isolation
@@ -114,8 +223,8 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
         if raw["event"] != "case":
             continue
         exported = read_event(json.dumps(raw).encode(), {raw["id"]}, "export", harness.eager_ids(jobs.values()))
-        job = jobs[exported["id"]]
-        if exported["status"] != "ok":
+        job = jobs[exported.id]
+        if not exported.ok:
             results[job.id] = harness.export_failure(job, exported)
             continue
         key, event = harness.cached_verdict(assignment, job, exported)  # as the harness's JudgePool does
@@ -124,97 +233,151 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
                                       timings)
             event = read_event(json.dumps(judge.case_event(job.id, verdict)).encode(), {job.id}, "judge")
             if key:
-                verdicts.store(assignment.name, key, harness._stored(event))
+                verdicts.store(assignment.name, key, event.stored())
         results[job.id] = harness._case_result(job, event)
+    problems = [CHECKS["E004"].problem(p) for p in problems]  # as the harness reads the "loaded" event
     return harness._submission_result(assignment, path, list(jobs.values()), results, problems, timings,
                                       choose_isolation("none"))
 
 
 # --- the problem1 corpus's verdicts ------------------------------------------------------------
 
-PROBLEM1_POINTS = {p.name: p.points for p in get_assignment("problem1").parts}
+PROBLEM1 = get_assignment("problem1")
+PROBLEM1_POINTS = {p.name: p.points for p in PROBLEM1.parts}
+CODE_POINTS = sum(PROBLEM1_POINTS.values())
+"""problem1's graded functions' points: what the graders give the solution (the written answer,
+the rest of `PROBLEM1.max_score`, is graded by hand)."""
+NOTHING = {name: 0 for name in PROBLEM1_POINTS}
+"""A verdict's shares for a file that earns nothing."""
 
-# student -> (total score, {function: regex its output must match}); None: not checked
-# because it depends on this machine's isolation (test_batch_faults.py `test_isolated_faults`).
+
+def problem1_score(shares: dict[str, float]) -> float:
+    """The total of a problem1 verdict whose functions earn `shares` of their points (a function
+    not named earns all of its), each part's score rounded as the graders round it."""
+    return round(sum(round(points * shares.get(name, 1), 2) for name, points in PROBLEM1_POINTS.items()), 2)
+
+
+def _around_both(what: str) -> tuple[dict, dict]:
+    """The verdict of a file whose two shard_map averages leave their work to jax.jit around the
+    shard_map (S003, `what` naming the work): half of each one's points, the values being right."""
+    parts = ("shard_average_shard_map", "block_average_shard_map")
+    return {f: 1 / 2 for f in parts}, {f: rf"computes around it \({what}" for f in parts}
+
+
+# student -> ({function: share of its points it earns; the others earn all}, {function: regex its
+# output must match}); None: the total is not checked, because it depends on this machine's
+# isolation (test_batch_faults.py `test_isolated_faults`).
 CORPUS_VERDICTS = {
-    "solution": (10, {}),
-    "stub": (0, {"roll_diff": r"not implemented"}),
+    "solution": ({}, {}),
+    "stub": (NOTHING, {"roll_diff": r"not implemented"}),
     # the problem1 corpus
-    "comm_gather_roll": (9.0, {"roll_diff": r"communication observed: .*all-gather"}),
-    "comm_whole_roll": (8.8, {"roll_diff": r"collective-permute over X"}),
-    "compiled_infinite_loop": (2, {"shard_average_jit": r"running the compiled program: it ran longer than 5 s and was stopped"}),
-    "crash_one_case": (9.8, {"roll_diff": r"exited with code 3"}),
-    "forge_events": (0, {"roll_diff": r"not part of the grading protocol"}),
-    "hang_blocks_alarm": (9.8, {"roll_diff": r"(made no progress for|ran longer than) \d+ s and was stopped"}),
-    "hardcoded_mesh": (8.33, {"block_average_jit": r"cannot reshape array"}),
-    "huge_output": (10, {}),
-    "jit_part_uses_shard_map": (9, {"shard_average_jit": r"must use jax.jit only"}),
-    "shard_map_over_x_only": (10, {}),
-    "identity_shard_map": (9, {"shard_average_shard_map": r"must do its work inside its shard_map"}),
-    "adds_of_slices_outside": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
-                                   "block_average_shard_map": r"computes around it \(add of slices"}),
-    "replicated_claim_passes_through": (8, {"shard_average_shard_map": r"computes around it \(reduce outside",
-                                            "block_average_shard_map": r"computes around it \(reduce outside"}),
-    "sum_of_slices_from_zero": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
-                                    "block_average_shard_map": r"computes around it \(add of slices"}),
-    "negated_slices_subtracted": (8, {"shard_average_shard_map": r"computes around it \(subtract of slices",
-                                      "block_average_shard_map": r"computes around it \(subtract of slices"}),
-    "psum_in_groups_of_one_claim": (8, {"shard_average_shard_map": r"computes around it \(reduce outside",
-                                        "block_average_shard_map": r"computes around it \(reduce outside"}),
-    "work_in_a_composite_outside": (8, {"shard_average_shard_map": r"computes around it \(reduce outside",
-                                        "block_average_shard_map": r"computes around it \(reduce outside"}),
-    "slices_cut_by_pads_added_outside": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
-                                             "block_average_shard_map": r"computes around it \(add of slices"}),
-    "slices_through_a_barrier_added_outside": (8, {"shard_average_shard_map": r"computes around it \(add of slices",
-                                                   "block_average_shard_map": r"computes around it \(add of slices"}),
-    "loop_outside": (8, {"shard_average_shard_map": r"computes around it \(while outside",
-                         "block_average_shard_map": r"computes around it \(while outside"}),
-    "triangular_solve_outside": (9, {"shard_average_shard_map": r"computes around it \(custom call \w+ outside"}),
-    "loop_top_level": (6, {"roll_diff": r"ran longer than 3 s and was stopped"}),
-    "loop_while_tracing": (8, {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
-    "memory_hog": (10, {}),
-    "missing_function": (8, {"block_average_shard_map": r"was not defined; define it as"}),
-    "nan_output": (8, {"block_average_shard_map": r"NaN element"}),
-    "raises": (8, {"block_average_shard_map": r"raised while tracing: ValueError"}),
+    "comm_gather_roll": ({"roll_diff": 1 / 2}, {"roll_diff": r"communication observed: .*all-gather"}),
+    "comm_whole_roll": ({"roll_diff": 4 / 10}, {"roll_diff": r"collective-permute over X"}),
+    "compiled_infinite_loop": ({**NOTHING, "shard_average_shard_map": 1},  # the two functions it defines
+                               {"shard_average_jit": r"running the compiled program: it ran longer than 5 s and was stopped"}),
+    "crash_one_case": ({"roll_diff": 9 / 10}, {"roll_diff": r"exited with code 3"}),
+    "forge_events": (NOTHING, {"roll_diff": r"not part of the grading protocol"}),
+    "hang_blocks_alarm": ({"roll_diff": 9 / 10}, {"roll_diff": r"(made no progress for|ran longer than) \d+ s and was stopped"}),
+    "hardcoded_mesh": ({"block_average_jit": 1 / 6}, {"block_average_jit": r"cannot reshape array"}),
+    "huge_output": ({}, {}),
+    "jit_part_uses_shard_map": ({"shard_average_jit": 1 / 2}, {"shard_average_jit": r"must use jax.jit only"}),
+    "shard_map_over_x_only": ({}, {}),
+    "identity_shard_map": ({"shard_average_shard_map": 1 / 2},
+                           {"shard_average_shard_map": r"must do its work inside its shard_map"}),
+    "adds_of_slices_outside": _around_both(r"add of slices"),
+    "replicated_claim_passes_through": _around_both(r"reduce outside"),
+    "sum_of_slices_from_zero": _around_both(r"add of slices"),
+    "negated_slices_subtracted": _around_both(r"subtract of slices"),
+    "psum_in_groups_of_one_claim": _around_both(r"reduce outside"),
+    "work_in_a_composite_outside": _around_both(r"reduce outside"),
+    "slices_cut_by_pads_added_outside": _around_both(r"add of slices"),
+    "slices_through_a_barrier_added_outside": _around_both(r"add of slices"),
+    "loop_outside": _around_both(r"while outside"),
+    "triangular_solve_outside": ({"shard_average_shard_map": 1 / 2},
+                                 {"shard_average_shard_map": r"computes around it \(custom call \w+ outside"}),
+    "loop_top_level": ({"block_average_shard_map": 0, "roll_diff": 0},  # defined after the loop
+                       {"roll_diff": r"ran longer than 3 s and was stopped"}),
+    "loop_while_tracing": ({"shard_average_shard_map": 0},
+                           {"shard_average_shard_map": r"took longer than 2 s: an infinite loop"}),
+    "memory_hog": ({}, {}),
+    "missing_function": ({"block_average_shard_map": 0}, {"block_average_shard_map": r"was not defined; define it as"}),
+    "nan_output": ({"block_average_shard_map": 0}, {"block_average_shard_map": r"NaN element"}),
+    "raises": ({"block_average_shard_map": 0}, {"block_average_shard_map": r"raised while tracing: ValueError"}),
     "reads_solutions": (None, {}),
-    "replicated_output": (8, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
-    "slice_roll": (9.4, {"roll_diff": r"values wrong"}),
-    "ignores_inputs": (8, {"roll_diff": r"counts once your function is right on a case whose answer depends"}),
-    "tampering": (0, {"roll_diff": r"not implemented"}),
-    "wrong_dtype": (8, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
-    "wrong_shape": (8, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
-    "returns_dict": (8, {"shard_average_shard_map": r"returned a dict; expected one array"}),
-    "wrong_signature": (8, {"roll_diff": r"wrong signature"}),
+    "replicated_output": ({"shard_average_jit": 0}, {"shard_average_jit": r"wrong sharding: got P\(\)"}),
+    "slice_roll": ({"roll_diff": 7 / 10}, {"roll_diff": r"values wrong"}),
+    "ignores_inputs": ({"roll_diff": 0},
+                       {"roll_diff": r"counts once your function is right on a case whose answer depends"}),
+    "tampering": (NOTHING, {"roll_diff": r"not implemented"}),
+    "wrong_dtype": ({"shard_average_shard_map": 0}, {"shard_average_shard_map": r"wrong dtype: got bfloat16"}),
+    "wrong_shape": ({"shard_average_jit": 0}, {"shard_average_jit": r"wrong shape: got \(16, 8\)"}),
+    "returns_dict": ({"shard_average_shard_map": 0},
+                     {"shard_average_shard_map": r"returned a dict; expected one array"}),
+    "wrong_signature": ({"roll_diff": 0}, {"roll_diff": r"wrong signature"}),
     # tests/submissions/faults
-    "truncated": (0, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),
-    "not_a_notebook": (0, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
-    "deleted_cells": (8, {"block_average_jit": r"function block_average_jit was not defined"}),
-    "duplicated_cells": (8, {"shard_average_jit": r"values wrong: (some|most|every) elements? of the result differs?"}),
-    "edited_setup_cell": (10, {}),
-    # the mistakes sample with its cells' nbgrader flags edited and a 100-point grade cell added
-    "forged_cell_metadata": (5.13, {"roll_diff": r"values wrong"}),  # the locked set-up cell runs as released (as nbgrader restores it)
-    "empty": (0, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
-    "binary": (0, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
-    "syntax_error": (0, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),
-    "writes_files": (10, {}),
-    "network": (4, {"roll_diff": r"was not defined"}),
+    "truncated": (NOTHING, {"roll_diff": r"not a valid notebook \(Unterminated string.*save it again and resubmit"}),
+    "not_a_notebook": (NOTHING, {"roll_diff": r"not a valid notebook \(it has no 'cells' list\)"}),
+    "deleted_cells": ({"block_average_jit": 0}, {"block_average_jit": r"function block_average_jit was not defined"}),
+    "duplicated_cells": ({"shard_average_jit": 0},
+                         {"shard_average_jit": r"values wrong: (some|most|every) elements? of the result differs?"}),
+    "edited_setup_cell": ({}, {}),
+    # the mistakes sample with its cells' nbgrader flags edited and a 100-point grade cell added; the
+    # locked set-up cell runs as released (as nbgrader restores it)
+    "forged_cell_metadata": ({"shard_average_jit": 0, "block_average_jit": 1 / 6, "roll_diff": 4 / 10},
+                             {"roll_diff": r"values wrong"}),
+    "empty": (NOTHING, {"roll_diff": r"function roll_diff was not defined; define it as roll_diff\(A, \*, mesh, shift\)"}),
+    "binary": (NOTHING, {"roll_diff": r"submission has a syntax error: source code string cannot contain null bytes"}),
+    "syntax_error": (NOTHING, {"roll_diff": r"submission has a syntax error at line 6: expected ':'"}),
+    "writes_files": ({}, {}),
+    "network": ({**NOTHING, "shard_average_jit": 1, "shard_average_shard_map": 1},  # the two functions it defines
+                {"roll_diff": r"was not defined"}),
 }
-"""What each file of the problem1 and fault corpora scores: the sandbox's files in the batch of
-test_batch_faults.py, the others (and the reading faults again) in test_graders_problem1.py."""
+"""What each file of the problem1 and fault corpora scores, by what it gets wrong: the sandbox's
+files in the batch of test_batch_faults.py, the others (and the reading faults again) in
+test_graders_problem1.py. Totals follow from the contract's points (`expected_score`)."""
+
+
+def expected_score(student: str) -> float:
+    """`student`'s total in `CORPUS_VERDICTS`, from the contract's points."""
+    return problem1_score(CORPUS_VERDICTS[student][0])
 
 
 def assert_verdict(result: SubmissionResult, student: str) -> None:
-    """`result` is `student`'s verdict in `CORPUS_VERDICTS`: no fault of the graders, its total
-    (unless None), the sum of its parts, and each named function below its maximum, saying why."""
-    total, messages = CORPUS_VERDICTS[student]
+    """`result` is `student`'s verdict in `CORPUS_VERDICTS`: no fault of the graders, each
+    function's score its share of its points and the total theirs (unless None), the total the sum
+    of its parts, and each named function below its maximum, saying why."""
+    shares, messages = CORPUS_VERDICTS[student]
     assert result.failure is None or not result.failure.graders_fault, (student, result.failure)
-    if total is not None:
-        assert result.score == pytest.approx(total), (student, result.to_gradescope()["output"])
+    if shares is not None:
+        assert {p.name: p.max_score for p in result.parts} == PROBLEM1_POINTS, student
+        assert {p.name: p.score for p in result.parts} == pytest.approx(
+            {name: round(points * shares.get(name, 1), 2) for name, points in PROBLEM1_POINTS.items()}), \
+            (student, result.to_gradescope()["output"])
+        assert result.score == pytest.approx(expected_score(student)), (student, result.to_gradescope()["output"])
     assert result.score == pytest.approx(sum(p.score for p in result.parts))
     for function, pattern in messages.items():
         part = result.part(function)
         assert re.search(pattern, part.output), (student, part.output)
         assert part.score < part.max_score, (student, function)
+    assert_named_by_the_listing(result)
+
+
+@functools.lru_cache(maxsize=1)
+def _listed_ids() -> frozenset[str]:
+    """The ids `python -m assignments.rules` names: the kit's checks and every part's rules."""
+    from assignments.rulebook import listing
+
+    return frozenset(re.findall(r"^  ([A-Z]\d{3}) ", listing(), flags=re.M))
+
+
+def assert_named_by_the_listing(result: SubmissionResult) -> None:
+    """Every problem of `result` (each case's, and the submission's) is a typed record whose rule
+    id `python -m assignments.rules` lists, and the record comes back whole from results.json."""
+    problems = list(result.problems) + [p for part in result.parts for c in part.cases for p in c.problems]
+    assert {p.rule for p in problems} <= _listed_ids(), sorted({p.rule for p in problems} - _listed_ids())
+    again = SubmissionResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert [c.problems for part in again.parts for c in part.cases] == \
+        [c.problems for part in result.parts for c in part.cases]
 
 
 def assert_only_broken(result: SubmissionResult, broken: str, share: float, message: str) -> None:
@@ -240,7 +403,6 @@ def failing_cases(result: SubmissionResult, name: str):
 
 # --- the problem1 corpus, graded once per session by graders.batch ------------------------------
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem1")
 FAULTS = os.path.join(REPO_ROOT, "tests", "submissions", "faults")
 CORPUS_LIMITS = Limits(cell_timeout=3, case_timeout=2, stall_timeout=8, run_timeout=5)
@@ -293,7 +455,7 @@ class CorpusBatch:
         os.makedirs(source)
         files = corpus_files()
         for student in BATCH_STUDENTS:
-            shutil.copy(files[student], os.path.join(source, student + os.path.splitext(files[student])[1]))
+            shutil.copy(submission_file(files[student]), os.path.join(source, student + os.path.splitext(files[student])[1]))
         for path in planted_files():
             assert not os.path.exists(path), f"left over from an earlier run: {path}"
         server = socket.socket()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
-from assignments.contract import Case, CaseResult
+from assignments.contract import CHECKS, Case, CaseResult
 from assignments.contracts import get_assignment
 from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+from assignments.rules import Program
 from graders.results import Failure, PartResult, Provenance, SubmissionResult, write_results
 
 PROBLEM1 = get_assignment("problem1")
@@ -27,15 +28,18 @@ def analysis(*collectives: Collective) -> ProgramAnalysis:
                            mesh_shape=(2, 4), axis_names=("X", "Y"))
 
 
-def judged(function: str, program: ProgramAnalysis, values_ok: bool = True, values_problem: str = "") -> CaseResult:
-    """A case as the judge gives it: the contract's own rule messages on `program`."""
-    rule = PROBLEM1.part(function).rule.violations(program, CASE)
-    problems = ([values_problem] if values_problem else []) + rule
+def judged(function: str, program: ProgramAnalysis, values_ok: bool = True, values_problem: str = "",
+           values_check: str = "V005") -> CaseResult:
+    """A case as the judge gives it: the contract's own rules on `program` (and a problem of the
+    check `values_check` saying `values_problem`, when given)."""
+    part = PROBLEM1.part(function)
+    rule = part.rule.check(Program(part, program), CASE)
+    problems = ([CHECKS[values_check].problem(values_problem)] if values_problem else []) + rule
     return CaseResult(CASE, values_ok, not rule, problems, program)
 
 
-def failed(message: str) -> CaseResult:
-    return CaseResult.failed(CASE, message)
+def failed(message: str, check: str = "E002") -> CaseResult:
+    return CaseResult.failed(CASE, CHECKS[check].problem(message))
 
 
 def submission(student: str, cases: dict[str, list[CaseResult]] | None = None, *, note: str = "",

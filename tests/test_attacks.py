@@ -385,7 +385,7 @@ def test_the_dedicated_uid_fallback_walls_off_the_kit(tmp_path):
             run = supervisor.run_worker(
                 ["/usr/bin/python3", "-I", "-c", script], lambda skip: _json.dumps({}) + "\n", ["f__0"],
                 kind="export", deadlines=supervisor.Deadlines(10, 10, time.monotonic() + 30), setup=setup)
-        found = run.results["f__0"]["message"]
+        found = run.results["f__0"].message
     finally:
         server.close()
         for name, mode in modes.items():
@@ -524,7 +524,7 @@ def test_no_message_counts_what_a_program_chose_to_get_wrong(sandbox):
     part, spec = result.part("shard_average_jit"), get_assignment("problem1").part("shard_average_jit")
     # The call each message names holds the case's own label (mesh and sizes), no number the
     # program chose: left out before looking for numbers.
-    messages = [p.replace(check_call(spec, c.case), "check(...)") for c in part.cases for p in c.problems
+    messages = [p.replace(check_call(spec, c.case), "check(...)") for c in part.cases for p in c.messages
                 if p.startswith("values wrong")]
     assert len(messages) == len(part.cases), part.output
     assert all(not re.search(r"\d", m) for m in messages), messages
@@ -544,7 +544,7 @@ def test_only_verdicts_of_programs_that_ran_are_cached(sandbox, tmp_path, monkey
 
     result = grade_submission(os.path.join(ATTACKS, "exhaust_at_run_time.py"), "problem1", limits=FAST,
                               only=["shard_average_jit"])
-    assert all(not c.ran and "RESOURCE_EXHAUSTED" in " ".join(c.problems)
+    assert all(not c.ran and "RESOURCE_EXHAUSTED" in " ".join(c.messages)
                for c in result.part("shard_average_jit").cases), result.to_text()
     assert stored() == 0
     solution = grade_submission(SOLUTION, "problem1", limits=FAST, only=["shard_average_jit"])

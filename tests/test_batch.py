@@ -13,6 +13,7 @@ import time
 
 import nbformat
 import pytest
+from grading import CODE_POINTS
 
 from graders.batch import discover, is_current
 from graders.files import sha256, write_atomic
@@ -207,8 +208,8 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
     rows = csv_rows(resumed)
     assert sum(r["status"] == "kept" for r in rows.values()) == len(first)
     assert {s: r["score"] for s, r in rows.items()} == {s: r["score"] for s, r in csv_rows(straight).items()}
-    assert float(rows["alice"]["score"]) == 10 and float(rows["bob"]["score"]) == 0
-    assert 0 < float(rows["carol"]["score"]) < 10
+    assert float(rows["alice"]["score"]) == CODE_POINTS and float(rows["bob"]["score"]) == 0
+    assert 0 < float(rows["carol"]["score"]) < CODE_POINTS
     assert float(rows["dave"]["score"]) == 0
     dave = json.loads((resumed / "dave" / "results.json").read_text())
     assert "no submission: no .ipynb or .py file in dave/problem1/" in dave["output"]
@@ -224,7 +225,7 @@ def test_interrupted_batch_resumes_to_the_same_grades(tmp_path):
     rows = csv_rows(resumed)
     assert {s: r["status"] for s, r in rows.items()} == {
         "alice": "kept", "bob": "graded", "carol": "graded", "dave": "kept"}
-    assert float(rows["bob"]["score"]) == 10 and rows["bob"]["sha256"] == sha256(open(bob, "rb").read())
+    assert float(rows["bob"]["score"]) == CODE_POINTS and rows["bob"]["sha256"] == sha256(open(bob, "rb").read())
     assert rows["carol"]["score"] == csv_rows(straight)["carol"]["score"]
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from grading import CODE_POINTS, expected_score
 
 from assignments.contracts import get_assignment
 from graders.build import nbgrader
@@ -86,7 +87,8 @@ def test_export_has_the_batch_scores(course):
         batch_scores = {r["student"]: float(r["score"]) for r in csv.DictReader(f)}
     assert exported(course) == pytest.approx(batch_scores)
     assert batch_scores["solution"] == sum(p.points for p in get_assignment("problem1").parts) and batch_scores["stub"] == 0
-    assert batch_scores["deleted"] == 8 and batch_scores["duplicated"] == 8
+    assert batch_scores["deleted"] == expected_score("deleted_cells")
+    assert batch_scores["duplicated"] == expected_score("duplicated_cells")
     assert batch_scores["hostile"] == batch_scores["solution"], "metadata and a timestamp the student wrote stop nothing"
     book = read_gradebook(course, "problem1")
     assert book["solution"]["written_communication"][2], "the written answer waits for a human"
@@ -140,5 +142,5 @@ def test_manual_grades_survive_a_regrade(course):
         assert override.needs_manual_grade  # a human's score stays the one that counts
     assert exported(course) == pytest.approx(expected)
     results = json.loads(open(os.path.join(course, "graded", "solution", "results.json")).read())
-    assert results["score"] == 10
+    assert results["score"] == CODE_POINTS
 

@@ -31,7 +31,7 @@ def judged(part, case, artifact: bytes):
     arrays = make_inputs(part, case, 0)
     compiled = jax.jit(exported.call).lower(*place(arrays, part, mesh)).compile()
     result = evaluate_compiled(part, case, mesh, compiled, exported.mlir_module(), arrays, show_values=False)
-    return result.analysis.to_json(), (result.values_ok, result.rule_ok, result.problems)
+    return result.analysis.to_json(), (result.values_ok, result.rule_ok, result.messages)
 
 
 PARTS = [(a, p.name) for a, spec in sorted(ASSIGNMENTS.items()) for p in spec.parts if not p.eager]

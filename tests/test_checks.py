@@ -21,7 +21,7 @@ def solution(repo_root):
 def test_solution_passes_visible_check(solution, name, capsys):
     """Does every problem1 solution pass its visible check and show an empty table?"""
     result = assignments.check(getattr(solution, name))
-    assert result.passed, result.result.problems
+    assert result.passed, result.result.messages
     shown = capsys.readouterr().out
     assert "no communication" in shown and "passed" in shown
 
@@ -31,7 +31,7 @@ def test_stub_says_not_implemented(capsys):
     def roll_diff(A, *, mesh, shift):
         raise NotImplementedError()
 
-    with pytest.raises(assignments.CheckFailed, match="roll_diff: not implemented yet"):
+    with pytest.raises(assignments.CheckFailed, match="roll_diff: E001 not implemented yet"):
         assignments.check(roll_diff)
     assert "not implemented yet" in capsys.readouterr().out
 
@@ -44,7 +44,7 @@ def test_communication_is_named_with_axis_and_bytes():
     result = assignments.check(roll_diff, show=False, raises=False)
     assert not result.result.rule_ok
     assert any("communication observed: collective-permute over X" in p and "bytes" in p
-               for p in result.result.problems)
+               for p in result.result.messages)
 
 
 def test_exception_points_at_the_students_line():
@@ -53,7 +53,7 @@ def test_exception_points_at_the_students_line():
         return A.reshape(3, -1, 7)
 
     result = assignments.check(shard_average_jit, show=False, raises=False)
-    (problem,) = result.result.problems
+    (problem,) = result.result.messages
     assert problem.startswith("raised TypeError while tracing or compiling (in shard_average_jit")
     assert "A.reshape(3, -1, 7)" in problem
 
@@ -64,7 +64,7 @@ def test_jax_explanation_is_kept_whole():
         return jax.shard_map(lambda b: b.mean(axis=0, keepdims=True), mesh=mesh,
                              in_specs=P("X", "Y"), out_specs=P("X"))(A)
 
-    (problem,) = assignments.check(shard_average_shard_map, show=False, raises=False).problems
+    (problem,) = assignments.check(shard_average_shard_map, show=False, raises=False).messages
     assert "out_specs is P('X',)" in problem and "check_vma=False" in problem
     assert "site-packages" not in problem and "assignments/" not in problem
 
@@ -78,7 +78,7 @@ def test_hard_coded_mesh_fails_on_the_second_mesh():
 
     result = assignments.check(shard_average_jit, show=False, raises=False)
     assert result.result.passed and not result.second.passed and result.second.case.mesh == (4, 2)
-    assert any("read sizes from mesh.shape" in p for p in result.problems)
+    assert any("read sizes from mesh.shape" in p for p in result.messages)
 
 
 def test_a_hidden_case_runs_as_its_message_says(repo_root):
@@ -96,9 +96,11 @@ def test_a_hidden_case_runs_as_its_message_says(repo_root):
     label = re.fullmatch(r"check\(roll_diff, case='(.*)'\)", call).group(1)
     result = assignments.check(slicing.roll_diff, show=False, raises=False, case=label)
     assert result.second is None and result.result.case == Case((1, 3), {"S": 7, "D": 9}, {"shift": -15})
-    assert re.search(r"values wrong: 63 of 63 elements differ .*worst at index .*Your result is what a roll "
-                     r"built from slices .* gives when \|shift\| is at least the rows", result.problems[0])
-    assert "Right on these inputs" not in str(result.problems)
+    assert [p.rule for p in result.problems] == ["V005", "H001"]  # the wrong values, then the contract's hint
+    assert re.search(r"values wrong: 63 of 63 elements differ .*worst at index ", result.messages[0])
+    assert re.search(r"Your result is what a roll built from slices .* gives when \|shift\| is at least the rows",
+                     result.messages[1])
+    assert "Right on these inputs" not in str(result.messages)
     assert repr(result) == "<roll_diff at mesh 1x3, S=7, D=9, shift=-15: failed>"
     from assignments.checks import console, render
 
@@ -145,7 +147,7 @@ def test_name_error_says_run_the_first_cell():
     def roll_diff(A, *, mesh, shift):
         return undefined_jnp.roll(A, shift, axis=0) - A  # noqa: F821
 
-    (problem,) = assignments.check(roll_diff, show=False, raises=False).problems
+    (problem,) = assignments.check(roll_diff, show=False, raises=False).messages
     assert "NameError" in problem and "run the notebook's first cell" in problem
 
 

@@ -18,6 +18,7 @@ import time
 
 import psutil
 import pytest
+from grading import submission_file
 
 import graders.batch as batch
 from graders.dask_grading import grade_shipped, secret_fingerprint
@@ -40,7 +41,7 @@ def course(root) -> str:
     folder = os.path.join(root, "submitted")
     os.makedirs(folder)
     for student, path in (("alice", SOLUTION), ("bob", SOLUTION),
-                          ("carol", os.path.join(SUBMISSIONS, "problem1", "slice_roll.py")),
+                          ("carol", submission_file(os.path.join(SUBMISSIONS, "problem1", "slice_roll.py"))),
                           ("mallory", os.path.join(SUBMISSIONS, "attacks", "kill_grader.py"))):
         shutil.copy(path, os.path.join(folder, f"{student}.py"))
     return folder

@@ -1,7 +1,8 @@
 """The problem1 graders against a corpus of broken submissions.
 
-Each file in `tests/submissions/problem1/` is a small module defining the five graded
-functions; most are the reference solution with ONE function broken, so each test checks
+Each file in `tests/submissions/problem1/` holds the functions it breaks, graded as an overlay
+on the reference solution (`grading.overlay_text`; the few whose subject is the whole
+submission are whole files, `grading.WHOLE_FILES`); most break ONE function, so each test checks
 that exactly that function loses points (an exact score where the hidden cases make it
 deterministic), that every other function keeps full marks, and that the student-visible
 message (`PartResult.output`) says why. The files whose subject is a fault, a mistake or a
@@ -22,8 +23,8 @@ import sys
 
 import nbformat
 import pytest
-from grading import (CORPUS, CORPUS_LIMITS, FAULTS, JAX_FAULTS, SANDBOXED, assert_only_broken, assert_verdict,
-                     corpus_files, failing_cases, graded)
+from grading import (CORPUS, CORPUS_LIMITS, CORPUS_VERDICTS, FAULTS, JAX_FAULTS, SANDBOXED, assert_only_broken,
+                     assert_verdict, corpus_files, failing_cases, graded, submission_file)
 
 import assignments.evaluate
 from assignments.contract import NEEDS_AN_INPUT_CASE
@@ -65,10 +66,10 @@ def test_solution_gets_full_marks(grade, path):
     """Does the reference solution, as a module and as the solutions notebook, get 10/10?"""
     result = grade(path)
     assert result.score == result.max_score == TOTAL
-    assert result.problems == []
+    assert result.messages == []
     for part in result.parts:
         assert part.passed, part.output
-        assert all(c.values_ok and c.rule_ok and not c.problems for c in part.cases)
+        assert all(c.values_ok and c.rule_ok and not c.messages for c in part.cases)
 
 
 def test_release_stub_gets_zero(grade):
@@ -95,7 +96,7 @@ def test_whole_array_roll_loses_communication_points(grade):
         assert c.case.mesh[0] > 1 and c.case.statics["shift"] != 0
         assert {col.kind for col in c.analysis.collectives} == {"collective-permute"}
         # The note for a roll built from slices does not fit a roll of the whole array.
-        assert not any("built from slices" in p for p in c.problems), c.problems
+        assert not any("built from slices" in p for p in c.messages), c.messages
 
 
 def test_gather_then_roll_keeps_only_the_values_half(grade):
@@ -119,7 +120,7 @@ def test_hard_coded_mesh_sizes_fail_on_other_meshes(grade):
     # Each case that raised names the call that raises it again where the student can see it.
     for c in result.part("block_average_jit").cases:
         if not c.passed:
-            assert c.problems[0].endswith(f"; to see it, run check(block_average_jit, case={c.case.label!r})")
+            assert c.messages[0].endswith(f"; to see it, run check(block_average_jit, case={c.case.label!r})")
 
 
 def test_replicated_output_is_wrong_sharding(grade):
@@ -141,13 +142,13 @@ def test_slicing_roll_fails_on_large_shifts(grade):
         # concatenate([a[-s:], a[:-s]]) is a roll for |s| < rows; past that, one slice is
         # empty and the other the whole block, which is right only if s is a multiple of rows.
         right = abs(shift) < rows or shift % rows == 0
-        assert c.passed == right, (c.case.label, c.problems)
+        assert c.passed == right, (c.case.label, c.messages)
         # A failing case names the call that shows it on inputs one knows, and what sets it
         # apart from the visible case (shift 3 of 8 rows): the result is the slicing roll's.
         assert right or re.search(rf"; to see them, run check\(roll_diff, case='{re.escape(c.case.label)}'\) "
-                                  rf"\(this case, on inputs you can see\)\. Your result is what a roll built from "
+                                  rf"\(this case, on inputs you can see\); Your result is what a roll built from "
                                   rf"slices .* gives when \|shift\| is at least the rows each X-shard holds .* reduce "
-                                  rf"the shift modulo the rows first", "; ".join(c.problems)), c.problems
+                                  rf"the shift modulo the rows first", "; ".join(c.messages)), c.messages
     assert len(failing_cases(result, "roll_diff")) == 3
 
 
@@ -162,8 +163,8 @@ def test_a_roll_that_ignores_its_input_earns_nothing(grade):
     part = result.part("roll_diff")
     constant = [c for c in part.cases if c.case.statics["shift"] % (c.case.sizes["S"] // c.case.mesh[0]) == 0]
     assert len(constant) == 3 and not any(c.values_ok for c in part.cases)
-    assert all(c.problems[0] == NEEDS_AN_INPUT_CASE for c in constant)
-    assert not any(NEEDS_AN_INPUT_CASE in c.problems for c in part.cases if c not in constant)
+    assert all(c.messages[0] == NEEDS_AN_INPUT_CASE for c in constant)
+    assert not any(NEEDS_AN_INPUT_CASE in c.messages for c in part.cases if c not in constant)
 
 
 def test_wrong_dtype(grade):
@@ -218,7 +219,7 @@ def test_a_shard_map_manual_over_x_only_is_a_shard_map_on_every_mesh(grade):
     meshes JAX inlines it and the program shows no shard_map. Full marks, the style judged only
     where every axis has two devices or more."""
     result = grade("shard_map_over_x_only")
-    assert result.score == 10, result.to_text()
+    assert result.score == TOTAL, result.to_text()
     assert {c.case.mesh for c in result.part("shard_average_shard_map").cases} >= {(1, 8), (1, 3), (2, 4)}
 
 
@@ -240,7 +241,7 @@ def test_missing_function(grade):
     assert_only_broken(result, "block_average_shard_map", 0,
                        r"function block_average_shard_map was not defined; "
                        r"define it as block_average_shard_map\(A, \*, mesh\)")
-    assert result.problems == []
+    assert result.messages == []
 
 
 def test_wrong_signature(grade):
@@ -272,9 +273,9 @@ def test_memory_hog_at_top_level(sandboxed):
     to the student, without costing the functions defined before it?"""
     result = sandboxed("memory_hog")
     assert result.score == TOTAL
-    assert len(result.problems) == 1
+    assert len(result.messages) == 1
     assert re.search(r"submission raised MemoryError \(submission, line \d+: table = np.ones",
-                     result.problems[0])
+                     result.messages[0])
     assert "While running your submission: submission raised MemoryError" in \
         result.to_gradescope()["output"]
 
@@ -286,9 +287,9 @@ def test_tampering_scores_zero(sandboxed):
     result = sandboxed("tampering")
     assert result.score == 0
     assert all(p.score == 0 for p in result.parts)
-    assert len(result.problems) == 1
+    assert len(result.messages) == 1
     assert re.search(r"raised ImportError .*'graders' is not available to submissions",
-                     result.problems[0])
+                     result.messages[0])
     for part in result.parts:
         assert re.search(r"not implemented", part.output), part.output
     # The patches lived and died in the grading child: this process is untouched.
@@ -342,9 +343,9 @@ def test_syntax_error_in_one_cell_keeps_the_other_parts(grade, tmp_path):
     result = grade(str(path))
     assert_only_broken(result, "block_average_jit", 0,
                        r"function block_average_jit was not defined")
-    assert len(result.problems) == 1
+    assert len(result.messages) == 1
     assert re.search(rf"cell {number} has a syntax error at line 1: .*it was skipped",
-                     result.problems[0])
+                     result.messages[0])
     assert re.search(rf"note: while running your submission: cell {number} has a syntax error",
                      result.part("block_average_jit").output)
 
@@ -358,7 +359,7 @@ def test_malformed_notebook_gets_zero(grade, tmp_path):
 
     result = grade(str(path))
     assert result.score == 0
-    assert any("not a valid notebook" in p for p in result.problems)
+    assert any("not a valid notebook" in p for p in result.messages)
     for part in result.parts:
         assert part.score == 0
         assert re.search(r"not a valid notebook", part.output), part.output
@@ -371,7 +372,7 @@ def test_cli_writes_gradescope_results(tmp_path):
     """Does `python -m graders ... -o results.json` write Gradescope's shape, with the scores?"""
     out = tmp_path / "results.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "graders", os.path.join(CORPUS, "comm_whole_roll.py"),
+        [sys.executable, "-m", "graders", submission_file(os.path.join(CORPUS, "comm_whole_roll.py")),
          "--assignment", "problem1", "--only", "shard_average_jit", "roll_diff",
          "-o", str(out), "--quiet"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
@@ -380,7 +381,8 @@ def test_cli_writes_gradescope_results(tmp_path):
 
     results = json.loads(out.read_text())
     assert isinstance(results["score"], (int, float))
-    assert results["score"] == pytest.approx(2 + 0.8)
+    roll_diff = round(POINTS["roll_diff"] * CORPUS_VERDICTS["comm_whole_roll"][0]["roll_diff"], 2)
+    assert results["score"] == pytest.approx(POINTS["shard_average_jit"] + roll_diff)
     assert isinstance(results["output"], str)
     tests = results["tests"]
     assert [t["name"] for t in tests] == ["shard_average_jit", "roll_diff"]
@@ -390,8 +392,8 @@ def test_cli_writes_gradescope_results(tmp_path):
         assert isinstance(t["output"], str) and t["output"]
     assert results["score"] == pytest.approx(sum(t["score"] for t in tests))
     first, roll = tests
-    assert (first["score"], first["max_score"], first["status"]) == (2, 2, "passed")
-    assert (roll["score"], roll["max_score"], roll["status"]) == (0.8, 2, "failed")
+    assert (first["score"], first["max_score"], first["status"]) == (POINTS["shard_average_jit"],) * 2 + ("passed",)
+    assert (roll["score"], roll["max_score"], roll["status"]) == (roll_diff, POINTS["roll_diff"], "failed")
     assert re.search(r"communication observed: collective-permute over X", roll["output"])
 
 

@@ -10,6 +10,7 @@ import sys
 import zipfile
 
 import pytest
+from grading import CODE_POINTS, expected_score, submission_file
 
 from graders.gradescope import VISIBILITIES, build_bundle
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.gradescope
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOLUTION_NB = os.path.join(REPO_ROOT, "solutions", "problem1", "problem1.ipynb")
-MISTAKES = os.path.join(REPO_ROOT, "tests", "submissions", "problem1", "comm_whole_roll.py")
+MISTAKES = submission_file(os.path.join(REPO_ROOT, "tests", "submissions", "problem1", "comm_whole_roll.py"))
 LEVELS = {"roll_diff": "after_published", "block_average_shard_map": "hidden"}
 
 
@@ -158,10 +159,10 @@ def test_run_autograder_grades_the_solution(image):
     autograder(image, {"problem1.ipynb": SOLUTION_NB, "notes.py": MISTAKES})
     results = run_autograder(image)
     assert_valid_results(results)
-    assert results["score"] == 10
+    assert results["score"] == CODE_POINTS
     assert {t["name"]: t["visibility"] for t in results["tests"]}["roll_diff"] == "after_published"
     assert "graded problem1.ipynb; 1 other file(s) ignored" in results["output"]
-    assert "10/" not in results["output"], "the total would show the score roll_diff's visibility hides"
+    assert f"{CODE_POINTS:g}/" not in results["output"], "the total would show the score roll_diff's visibility hides"
 
 
 def test_run_autograder_gives_the_graders_score(image):
@@ -177,7 +178,7 @@ def test_run_autograder_gives_the_graders_score(image):
     with open(os.path.join(str(image[0].parent), "local.json")) as f:
         expected = json.load(f)
     assert {t["name"]: t["score"] for t in results["tests"]} == {t["name"]: t["score"] for t in expected["tests"]}
-    assert results["score"] == pytest.approx(8.8)
+    assert results["score"] == pytest.approx(expected_score("comm_whole_roll"))
 
 
 def test_run_autograder_without_a_notebook(tmp_path, image):

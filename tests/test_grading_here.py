@@ -6,7 +6,7 @@ import os
 
 import nbformat
 import pytest
-from grading import CONCURRENT, graded_here
+from grading import CONCURRENT, graded_here, submission_file
 
 from graders import Limits, grade_submission
 
@@ -31,7 +31,7 @@ def comparable(result) -> dict:
 def test_grading_here_is_grading(assignment, path, only, tmp_path):
     """Does grading a file in this process give exactly what the sandboxed graders give it:
     every part's score and message, every case's verdict, problems and program analysis?"""
-    path = os.path.join(REPO_ROOT, path)
+    path = submission_file(os.path.join(REPO_ROOT, path))
     here = graded_here(path, assignment, FAST, only)
     sandboxed = grade_submission(path, assignment, limits=FAST, only=only, concurrent=CONCURRENT)
     assert comparable(here) == comparable(sandboxed)
@@ -48,7 +48,7 @@ def test_grading_here_reads_a_notebook_as_the_export_worker_does(tmp_path):
     here = graded_here(str(path), "problem1", FAST, only)
     assert comparable(here) == comparable(grade_submission(str(path), "problem1", limits=FAST, only=only,
                                                            concurrent=CONCURRENT))
-    assert here.problems and "syntax error" in here.problems[0]
+    assert here.messages and "syntax error" in here.messages[0]
 
 
 def test_a_judge_that_fails_blames_the_kit_not_the_submission(repo_root):
@@ -72,5 +72,6 @@ def test_a_judge_that_fails_blames_the_kit_not_the_submission(repo_root):
     for e in cases:
         assert (e["values_ok"], e["rule_ok"], e["ran"]) == (False, False, False)
         [problem] = e["problems"]
-        assert problem.startswith("the graders could not judge this case (KeyError") and \
-            "a fault of the grading kit, not of your code" in problem
+        assert (problem["rule"], problem["kind"]) == ("E005", "run")
+        assert problem["message"].startswith("the graders could not judge this case (KeyError") and \
+            "a fault of the grading kit, not of your code" in problem["message"]

@@ -644,3 +644,156 @@ def test_an_all_to_all_of_copies_of_one_value_is_a_gather(mesh_2x4):
         "(an all-to-all whose blocks are all copies of one value sends every device that value, as an all-gather " \
         "does, and counts as one); allowed: no all-gather" in message
     assert rule.violations(blocks, case) == []
+
+
+ROUTING_AND_ACTIVATIONS = """
+HloModule m
+
+%fused_ranks (r: s32[64,8]) -> s32[64,8] {
+  %r = s32[64,8]{1,0} parameter(0)
+  ROOT %twice = s32[64,8]{1,0} add(%r, %r)
+}
+
+%body (p: (s32[], f32[64,8], s32[64,8])) -> (s32[], f32[64,8], s32[64,8]) {
+  %p = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %acc = f32[64,8]{1,0} get-tuple-element(%p), index=1
+  %ranks = s32[64,8]{1,0} get-tuple-element(%p), index=2
+  %one = s32[] constant(1)
+  %next = s32[] add(%i, %one)
+  %ones = s32[64,8]{1,0} broadcast(%one), dimensions={}
+  %ranked = s32[64,8]{1,0} add(%ranks, %ones)
+  %as_float = f32[64,8]{1,0} convert(%ranked)
+  %added = f32[64,8]{1,0} add(%acc, %as_float)
+  ROOT %t = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) tuple(%next, %added, %ranked)
+}
+
+%cond (p: (s32[], f32[64,8], s32[64,8])) -> pred[] {
+  %p = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+%stops_on_a (p: (s32[], f32[64,8], s32[64,8])) -> pred[] {
+  %p = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) parameter(0)
+  %acc = f32[64,8]{1,0} get-tuple-element(%p), index=1
+  %i = s32[] get-tuple-element(%p), index=0
+  %zero = f32[] constant(0)
+  %sum = f32[] reduce(%acc, %zero), dimensions={0,1}, to_apply=%add
+  %bound = s32[] convert(%sum)
+  ROOT %lt = pred[] compare(%i, %bound), direction=LT
+}
+
+%add (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %s = f32[] add(%x, %y)
+}
+
+%keep (q: s32[64,8]) -> s32[64,8] {
+  ROOT %q = s32[64,8]{1,0} parameter(0)
+}
+
+%flip (q: s32[64,8]) -> s32[64,8] {
+  %q = s32[64,8]{1,0} parameter(0)
+  ROOT %minus = s32[64,8]{1,0} negate(%q)
+}
+
+ENTRY %main (a: f32[64,8], b: s32[64]) -> (f32[64,8], s32[64,8]) {
+  %a = f32[64,8]{1,0} parameter(0)
+  %b = s32[64]{0} parameter(1)
+  %experts = s32[64,8]{1,0} iota(), iota_dimension=1
+  %chosen = s32[64,8]{1,0} broadcast(%b), dimensions={0}
+  %hit = pred[64,8]{1,0} compare(%chosen, %experts), direction=EQ
+  %onehot = s32[64,8]{1,0} convert(%hit)
+  %ranks = s32[64,8]{1,0} fusion(%onehot), kind=kLoop, calls=%fused_ranks
+  %mask = f32[64,8]{1,0} convert(%hit)
+  %tokens = f32[64,8]{1,0} multiply(%a, %mask)
+  %bits = s32[64,8]{1,0} bitcast-convert(%a)
+  %zero = s32[] constant(0)
+  %start = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) tuple(%zero, %tokens, %ranks)
+  %loop = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) while(%start), condition=%cond, body=%body
+  %carried = s32[64,8]{1,0} get-tuple-element(%loop), index=2
+  %loop_on_a = (s32[], f32[64,8]{1,0}, s32[64,8]{1,0}) while(%start), condition=%stops_on_a, body=%body
+  %carried_on_a = s32[64,8]{1,0} get-tuple-element(%loop_on_a), index=2
+  %first = s32[] slice(%b), slice={[0:1]}
+  %first_one = s32[] reshape(%first)
+  %by_b = pred[] compare(%first_one, %zero), direction=GT
+  %chosen_by_b = s32[64,8]{1,0} conditional(%by_b, %ranks, %carried), true_computation=%keep, false_computation=%flip
+  %corner = s32[1,1]{1,0} slice(%bits), slice={[0:1], [0:1]}
+  %corner_one = s32[] reshape(%corner)
+  %by_a = pred[] compare(%corner_one, %zero), direction=GT
+  %chosen_by_a = s32[64,8]{1,0} conditional(%by_a, %ranks, %carried), true_computation=%keep, false_computation=%flip
+  %sum = s32[64,8]{1,0} add(%chosen_by_a, %carried_on_a)
+  %out = s32[64,8]{1,0} add(%sum, %chosen_by_b)
+  %result = f32[64,8]{1,0} get-tuple-element(%loop), index=1
+  ROOT %r = (f32[64,8]{1,0}, s32[64,8]{1,0}) tuple(%result, %out)
+}
+"""
+
+
+def test_values_computed_from_the_routing_alone_are_bookkeeping():
+    """Does each value know the arguments it is computed from, through fusions, the elements of
+    a loop's carried tuple (each its own) and a conditional's branches, so that a one-hot of the
+    integer argument, its running ranks and a float mask made of it are bookkeeping, while
+    anything computed from the float argument (in any type: its bits as integers) is an
+    activation? And does a loop that stops, or a branch chosen, on a value computed from the
+    float argument make what it returns computed from it too?"""
+    from assignments.hlo import values_from_text
+
+    values = values_from_text(ROUTING_AND_ACTIVATIONS, top=100)
+    by_name = {}
+    for v in values:
+        by_name.setdefault(v.name, []).append(v)
+    bookkeeping = {"onehot", "ranks", "mask", "hit", "chosen", "experts", "chosen_by_b"}
+    activations = {"tokens", "bits", "chosen_by_a", "sum", "out"}
+    for name in bookkeeping:
+        assert all(v.bookkeeping for v in by_name[name]), by_name[name]
+    for name in activations:
+        assert not any(v.bookkeeping for v in by_name[name]), by_name[name]
+    assert {v.sources for v in by_name["ranks"]} == {(1,)} and by_name["experts"][0].sources == ()
+    # The loop's tuple, element by element: the counter and the ranks from b alone, the sum from both.
+    assert sorted((v.shape.dims, v.shape.dtype, v.sources, v.bookkeeping) for v in by_name["loop"]) == [
+        ((), "s32", (), True), ((64, 8), "f32", (0, 1), False), ((64, 8), "s32", (1,), True)]
+    assert [v.sources for v in by_name["loop_on_a"]] == [(0, 1), (0, 1), (0, 1)]
+    # Ranked for the memory rules: every activation before any bookkeeping.
+    assert [v.bookkeeping for v in values] == sorted(v.bookkeeping for v in values)
+
+
+def test_the_memory_rules_count_activations_only_and_name_their_arguments():
+    """Does `values_at_least` leave bookkeeping out, and does a value describe itself by its
+    shape and the arguments it is computed from, by name, never by XLA's name for it?
+    `arguments` maps the parameters of a program that left its first argument out."""
+    from assignments.hlo import values_from_text
+
+    analysis = analyze_text(ROUTING_AND_ACTIVATIONS, MESH_SHAPE, AXES)
+    big = analysis.values_at_least(64 * 8)
+    assert big and not any(v.bookkeeping for v in big)
+    assert {v.name for v in big} >= {"tokens", "bits", "out"} and "onehot" not in {v.name for v in big}
+    tokens = next(v for v in values_from_text(ROUTING_AND_ACTIVATIONS, top=100, arguments=(1, 2)) if v.name == "tokens")
+    assert tokens.sources == (1, 2)
+    assert tokens.describe(("W", "A", "B")) == "f32[64,8] (512 elements, from A and B)"
+    assert tokens.describe() == "f32[64,8] (512 elements, from argument 2 and argument 3)"
+    loop = next(v for v in analysis.largest_values if v.name == "loop" and v.shape.dtype == "f32")
+    assert loop.describe(("A", "B")) == "f32[64,8] (512 elements, from A and B, carried through a loop)"
+
+
+def test_gshard_ranks_are_bookkeeping_in_a_compiled_program(mesh_2x4):
+    """A one-hot of integer routing and its running sum (GShard's ranks), compiled by XLA: no
+    value computed from them alone counts against a memory bound, the float values computed
+    from the tokens do, and an argument the program never reads (left out by JAX) does not
+    shift the names of the others."""
+    def f(unused, a, b):
+        onehot = jax.nn.one_hot(b, 32, dtype=jnp.int32)                   # [256, 32] from b alone
+        ranks = jnp.cumsum(onehot, axis=0) * onehot                       # each pair's rank
+        dense = a[:, :, None] * jnp.ones((1, 1, 16), a.dtype)            # [256, 8, 16] from a
+        return jnp.sum(dense, axis=2) + ranks.sum(1, keepdims=True), ranks
+
+    args = (np.ones(3, np.float32), np.ones((256, 8), np.float32), np.arange(256, dtype=np.int32) % 32)
+    a = analyze(jax.jit(f).lower(*args).compile(), mesh_2x4)
+    flagged = a.values_at_least(256 * 8)
+    assert flagged and all(1 in v.sources and not v.bookkeeping for v in flagged), a.largest_values
+    routing = [v for v in a.largest_values if v.bookkeeping]
+    assert routing and all(v.sources == (2,) for v in routing if v.sources), routing
+    assert all(v.sources in ((1,), (1, 2)) for v in a.largest_values if not v.bookkeeping), a.largest_values

@@ -47,6 +47,7 @@ WRITTEN = "written_communication"
 ANSWER = "My answer: each device averages the rows it holds, so **no collective** is needed."
 VECTORS = ("img", "script", "svg", "iframe", "link", "pixel")
 SUBMISSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "submissions", ASSIGNMENT, "comm_gather_roll.py")
+SOLUTION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "solutions", f"{ASSIGNMENT}.py")
 
 
 def hostile_answer(listener: str) -> str:
@@ -116,8 +117,8 @@ def course(tmp_path_factory, listener):
     course = str(tmp_path_factory.mktemp("hostile-course"))
     prepare_course(ASSIGNMENT, course)
     release = os.path.join(course, "release", ASSIGNMENT, f"{ASSIGNMENT}.ipynb")
-    with open(SUBMISSION) as f:
-        nb = notebook_from(release, f.read())
+    with open(SOLUTION) as solution, open(SUBMISSION) as f:  # the corpus file's roll_diff over the solution
+        nb = notebook_from(release, solution.read() + f.read())
     answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == WRITTEN)
     answer.source = hostile_answer(f"http://127.0.0.1:{listener.server_port}")
     folder = os.path.join(course, "submitted", STUDENT, ASSIGNMENT)

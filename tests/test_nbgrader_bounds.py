@@ -135,12 +135,12 @@ def test_the_kits_routes_give_the_bomb_zero_with_the_message(course, tmp_path):
     message = r"has 200,\d{3} JSON nodes, more than the 100,000 allowed \(c.Limits.notebook_nodes\)"
     assert re.search(message, proc.stdout), proc.stdout
     result = read_results(str(out))
-    assert result.score == 0 and re.search(message, " ".join(result.problems))
+    assert result.score == 0 and re.search(message, " ".join(result.messages))
     graded = tmp_path / "graded"
     proc = subprocess.run([sys.executable, "-m", "graders.batch", "-a", "problem1", os.path.join(path, "submitted"),
                            "-o", str(graded), "--workers", "2"], cwd=REPO_ROOT, capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     bombed, solved = (read_results(str(graded / s / "results.json")) for s in ("bomb", "solution"))
-    assert bombed.score == 0 and re.search(message, " ".join(bombed.problems))
+    assert bombed.score == 0 and re.search(message, " ".join(bombed.messages))
     assert solved.score == solved.max_score

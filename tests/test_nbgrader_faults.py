@@ -9,6 +9,7 @@ import sys
 import zipfile
 
 import pytest
+from grading import PROBLEM1_POINTS, expected_score
 
 from graders.batch import discover
 from graders.build import nbgrader
@@ -58,17 +59,19 @@ def test_nbgrader_autograde_and_the_batch_agree(courses):
         assert ours[student] == theirs[student], student
     deleted, duplicated = theirs["deleted"], theirs["duplicated"]
     assert deleted["block_average_jit"][0] == 0
-    assert deleted["roll_diff"][:2] == (2, 2) and not deleted["roll_diff"][2], \
+    assert deleted["roll_diff"][:2] == (PROBLEM1_POINTS["roll_diff"],) * 2 and not deleted["roll_diff"][2], \
         "a deleted test cell must not cost the points of a right function"
     assert duplicated["shard_average_jit"][0] == 0  # the later, wrong definition counts
-    for book in (deleted, duplicated):
-        assert sum(score for name, (score, _, manual) in book.items() if not manual) == 8
-    assert sum(score for name, (score, _, manual) in theirs["edited_setup"].items() if not manual) == 10
+    for book, fault in ((deleted, "deleted_cells"), (duplicated, "duplicated_cells")):
+        assert sum(score for name, (score, _, manual) in book.items() if not manual) == expected_score(fault)
+    assert sum(score for name, (score, _, manual) in theirs["edited_setup"].items() if not manual) == \
+        expected_score("edited_setup_cell")
     # a test cell made "not graded" or "a solution", an answer cell renamed, the written answer
     # made "not an answer", a 100-point grade cell added: graded as released, on the code's score
     forged = theirs["forged"]
     assert set(forged) == set(deleted) and "bonus" not in forged
-    assert sum(score for name, (score, _, manual) in forged.items() if not manual) == pytest.approx(5.13)
+    assert sum(score for name, (score, _, manual) in forged.items() if not manual) == \
+        pytest.approx(expected_score("forged_cell_metadata"))
 
 
 def test_deleted_test_cell_says_why(courses):

@@ -16,7 +16,7 @@ from graders import Limits
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(REPO_ROOT, "tests", "submissions", "problem3")
-POINTS = {"allgather_matmul": 2, "allreduce_matmul": 3, "reducescatter_matmul": 4, "transformer_block": 1}
+POINTS = {p.name: p.points for p in get_assignment("problem3").parts}
 LIMITS = Limits(cell_timeout=30, case_timeout=30, stall_timeout=60)
 
 
@@ -65,7 +65,7 @@ def test_psum_then_slice_reduce_scatter(grade):
     """Does a psum-then-slice reduce-scatter lose reducescatter_matmul's communication points only?"""
     result = grade("psum_then_slice")
     s = scores(result)
-    assert s["allgather_matmul"] == 2 and s["allreduce_matmul"] == 3
+    assert s["allgather_matmul"] == POINTS["allgather_matmul"] and s["allreduce_matmul"] == POINTS["allreduce_matmul"]
     assert s["reducescatter_matmul"] < 3 and s["transformer_block"] < 3
     assert re.search(r"all-reduce over Y .*allowed: only collective-permute",
                      result.part("reducescatter_matmul").output)
@@ -83,7 +83,8 @@ def test_single_psum_is_not_split(grade):
     """Does one psum of the whole product lose allreduce_matmul's communication points?"""
     result = grade("one_psum")
     cases = len(result.part("allreduce_matmul").cases)
-    assert scores(result)["allreduce_matmul"] == pytest.approx(1.5 + 1.5 / cases, abs=0.01)  # only 8x1 needs no split
+    # only 8x1 needs no split
+    assert scores(result)["allreduce_matmul"] == pytest.approx(POINTS["allreduce_matmul"] * (1 + 1 / cases) / 2, abs=0.01)
     assert "Tile the output dimension" in result.part("allreduce_matmul").output
 
 
@@ -230,7 +231,7 @@ def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grad
     crossed = {c.case.label for c in part.cases if c.case.sizes["F"] % 4 and c.case.mesh[1] > 1}
     assert crossed == {"mesh 2x2, B=6, D=6, F=10", "mesh 2x4, B=8, D=16, F=18"}
     for c in part.cases:
-        assert c.values_ok and c.rule_ok == (c.case.label not in crossed), (c.case.label, c.problems)
+        assert c.values_ok and c.rule_ok == (c.case.label not in crossed), (c.case.label, c.messages)
     assert re.search(r"sends 480 bytes per device; allowed: at most 453 \(one ring all-reduce of the "
                      r"\[B/nX, F\] result, \+5%\)", part.output)
     solution = grade(os.path.join(REPO_ROOT, "solutions/problem3.py"), only=["allreduce_matmul"])
@@ -240,22 +241,22 @@ def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grad
 def test_psum_over_the_wrong_axis_is_named(grade):
     """Does a tiled reduction whose psums add over X (check_vma off) say that nothing is reduced
     over Y and that X was used, never advising to tile what is already tiled?"""
-    part = grade("wrong_psum_axis").part("allreduce_matmul")
+    part = grade("wrong_psum_axis", only=["allreduce_matmul"]).part("allreduce_matmul")
     assert part.score == 0
     assert "Tile the output dimension" not in part.output
     for c in part.cases:
         if c.case.mesh[1] > 1 and c.case.mesh[0] > 1:
             assert any(p.startswith("nothing is reduced over Y: the program reduces over X instead (all-reduce "
                                     "over X") and "check the axis name your psum is given" in p
-                       for p in c.problems), c.problems
+                       for p in c.messages), c.messages
         elif c.case.mesh[1] > 1:  # X has one device: the psum over X is no collective at all
-            assert any(p.startswith("nothing is reduced over Y (observed: none)") for p in c.problems), c.problems
+            assert any(p.startswith("nothing is reduced over Y (observed: none)") for p in c.messages), c.messages
 
 
 def test_psum_over_the_wrong_axis_with_checks_on_is_explained(grade):
     """With check_vma on, JAX refuses the out_specs; does the student read, after JAX's message,
     that the result still varies over Y because the psum never added over Y?"""
-    part = grade("wrong_psum_axis_checked").part("allreduce_matmul")
+    part = grade("wrong_psum_axis_checked", only=["allreduce_matmul"]).part("allreduce_matmul")
     assert part.score == 0
     assert re.search(r"out_specs.*The kit's reading: the value returned still differs between the devices "
                      r"along Y.*check the axis your psum names", part.output, re.S)
@@ -264,10 +265,10 @@ def test_psum_over_the_wrong_axis_with_checks_on_is_explained(grade):
 def test_a_ring_walking_the_other_way_says_which_way_the_chunks_went(grade):
     """Does a ring sending +1 with the -1 schedule's chunk indices fail its values exactly on rings
     of 3 or more (on 2 the two directions meet), saying the chunks went +1 and what that brings?"""
-    part = grade("ring_walks_the_other_way").part("allgather_matmul")
+    part = grade("ring_walks_the_other_way", only=["allgather_matmul"]).part("allgather_matmul")
     for c in part.cases:
-        assert c.values_ok == (c.case.mesh[1] < 3) and c.rule_ok, (c.case.label, c.problems)
-    assert re.search(r"values wrong: [^\n]*\. The program's collective-permutes over Y go \+1 \(device j sends to j\+1\) x3: after s "
+        assert c.values_ok == (c.case.mesh[1] < 3) and c.rule_ok, (c.case.label, c.messages)
+    assert re.search(r"values wrong: [^\n]*\. H002 The program's collective-permutes over Y go \+1 \(device j sends to j\+1\) x3: after s "
                      r"steps of \+1 a device holds what device idx - s started with", part.output)
 
 
@@ -278,7 +279,7 @@ def test_a_block_calling_an_unfinished_function_names_it(grade):
     assert "transformer_block calls reducescatter_matmul, which still raises NotImplementedError" in \
         result.part("transformer_block").output
     assert "not implemented" in result.part("reducescatter_matmul").output
-    assert scores(result)["allgather_matmul"] == 2
+    assert scores(result)["allgather_matmul"] == POINTS["allgather_matmul"]
 
 
 def reducescatter_matmul():
@@ -365,11 +366,11 @@ def test_a_matmul_of_every_block_at_once_leaves_nothing_to_overlap(grade, name, 
         part = result.part(function)
         for c in part.cases:
             ring = c.case.mesh[1] >= 2
-            assert c.values_ok and c.rule_ok == (not ring), (function, c.case.label, c.problems)
+            assert c.values_ok and c.rule_ok == (not ring), (function, c.case.label, c.messages)
             if ring:
                 assert re.search(r"one matmul in the program does [\d,]+ FLOPs per device at once, [\d.]+ times "
                                  r"one ring step's; allowed: at most [\d,]+ \(one ring step's block product",
-                                 "; ".join(c.problems)), c.problems
+                                 "; ".join(c.messages)), c.messages
         assert part.score < part.max_score
 
 
@@ -388,13 +389,13 @@ def test_block_products_in_a_loop_of_their_own_overlap_nothing(grade, name):
     for function in functions:
         part = result.part(function)
         for c in part.cases:
-            assert c.values_ok, (function, c.case.label, c.problems)
-            assert c.rule_ok or c.case.mesh[1] >= 2, (function, c.case.label, c.problems)  # no ring, nothing to overlap
+            assert c.values_ok, (function, c.case.label, c.messages)
+            assert c.rule_ok or c.case.mesh[1] >= 2, (function, c.case.label, c.messages)  # no ring, nothing to overlap
             assert not c.rule_ok or c.case.mesh[1] < 3, (function, c.case.label)
             if c.case.mesh[1] >= 3:
                 assert re.search(r"the program does [\d,]+ FLOPs of matmuls per device outside the ring, where no "
                                  r"communication runs beside them \([\d.]+ block products\); allowed: at most "
-                                 r"[\d,]+ \(\d block products", "; ".join(c.problems)), c.problems
+                                 r"[\d,]+ \(\d block products", "; ".join(c.messages)), c.messages
         assert part.score < part.max_score
 
 
@@ -419,11 +420,11 @@ def test_a_whole_product_reduced_in_pieces_overlaps_nothing(grade, name, message
     matmul, pass (test_solution_full_marks_as_module_and_notebook)."""
     part = grade(name, only=["allreduce_matmul"]).part("allreduce_matmul")
     for c in part.cases:
-        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.problems)
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.messages)
         if c.case.mesh[1] >= 2:
-            assert len(c.problems) == 1, c.problems
+            assert len(c.messages) == 1, c.messages
             assert re.fullmatch(message + r"Multiply each piece just before its psum \(a @ w\[:, piece\]\), not the "
-                                          r"whole product sliced afterwards\.", c.problems[0]), c.problems
+                                          r"whole product sliced afterwards\.", c.messages[0]), c.messages
     assert part.score < part.max_score
 
 
@@ -434,11 +435,11 @@ def test_every_block_made_in_one_run_of_the_ring_overlaps_nothing(grade):
     against one block per step. On nY = 2 the one step runs beside the products (the rule holds)."""
     part = grade("all_blocks_in_the_first_step", only=["reducescatter_matmul"]).part("reducescatter_matmul")
     for c in part.cases:
-        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.messages)
         if c.case.mesh[1] >= 3:
             assert re.search(r"one run of the ring's loop does [\d,]+ FLOPs of matmuls per device beside its 1 "
                              r"collective\(s\) over Y \(\d block products\); allowed: at most one block product per "
-                             r"step", "; ".join(c.problems)), c.problems
+                             r"step", "; ".join(c.messages)), c.messages
     assert part.score < part.max_score
 
 
@@ -452,10 +453,10 @@ def test_a_ring_made_to_run_in_turn_overlaps_nothing(grade, name, function):
     stay within the allowance of two blocks), naming the matmuls that nothing runs beside."""
     part = grade(name, only=[function]).part(function)
     for c in part.cases:
-        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.problems)
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (c.case.label, c.messages)
         if c.case.mesh[1] >= 3:
             assert re.search(r"the program does [\d,]+ FLOPs of matmuls per device outside the ring, where no "
-                             r"communication runs beside them", "; ".join(c.problems)), c.problems
+                             r"communication runs beside them", "; ".join(c.messages)), c.messages
     assert part.score < part.max_score
 
 
@@ -491,11 +492,11 @@ def test_block_products_in_a_loop_of_unknown_length_are_not_counted_once(grade):
     for function in functions:
         part = result.part(function)
         for c in part.cases:
-            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (function, c.case.label, c.problems)
+            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (function, c.case.label, c.messages)
             if c.case.mesh[1] >= 2:
                 assert any(p.startswith("the program multiplies inside a loop whose trip count is not known at "
                                         "compile time") and "jax.lax.fori_loop with Python ints" in p
-                           for p in c.problems), c.problems
+                           for p in c.messages), c.messages
         assert part.score < part.max_score
 
 
@@ -509,13 +510,13 @@ def test_a_whole_product_reduced_by_a_ring_of_permutes_overlaps_nothing(grade):
     is within the allowance of two blocks.)"""
     part = grade("whole_product_then_permute_ring", only=["allreduce_matmul"]).part("allreduce_matmul")
     for c in part.cases:
-        assert c.values_ok, (c.case.label, c.problems)
-        assert c.rule_ok or c.case.mesh[1] >= 2, (c.case.label, c.problems)
+        assert c.values_ok, (c.case.label, c.messages)
+        assert c.rule_ok or c.case.mesh[1] >= 2, (c.case.label, c.messages)
         if c.case.mesh[1] >= 4 and c.case.sizes["F"] % c.case.mesh[1] == 0:
             assert not c.rule_ok, c.case.label
             assert any(re.match(r"the reduction over Y runs as a ring of collective-permutes, but the program does "
                                 r"[\d,]+ FLOPs of matmuls per device outside the ring, where no communication runs "
-                                r"beside them", p) for p in c.problems), (c.case.label, c.problems)
+                                r"beside them", p) for p in c.messages), (c.case.label, c.messages)
     assert part.score < part.max_score
 
 
@@ -529,10 +530,10 @@ def test_a_whole_product_made_by_rank1_updates_apart_from_the_ring_overlaps_noth
     for function in functions:
         part = result.part(function)
         for c in part.cases:
-            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (function, c.case.label, c.problems)
+            assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 3), (function, c.case.label, c.messages)
             if c.case.mesh[1] >= 3:
                 assert any(re.match(r"the program does [\d,]+ FLOPs of matmuls per device outside the ring", p)
-                           for p in c.problems), c.problems
+                           for p in c.messages), c.messages
         assert part.score < part.max_score
 
 
@@ -543,11 +544,11 @@ def test_an_all_to_all_of_copies_is_an_all_gather(grade):
     saying why the all-to-all counts as one."""
     part = grade("gather_by_all_to_all", only=["allreduce_matmul"]).part("allreduce_matmul")
     for c in part.cases:
-        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.problems)
+        assert c.values_ok and c.rule_ok == (c.case.mesh[1] < 2), (c.case.label, c.messages)
         if c.case.mesh[1] >= 2:
             assert any(re.match(r"communication observed: all-to-all over Y of .* \(an all-to-all whose blocks are "
                                 r"all copies of one value sends every device that value, as an all-gather does, and "
-                                r"counts as one\); allowed: no all-gather", p) for p in c.problems), c.problems
+                                r"counts as one\); allowed: no all-gather", p) for p in c.messages), c.messages
     assert part.score < part.max_score
 
 
@@ -580,7 +581,7 @@ def test_a_program_that_does_not_compile_names_the_check_that_shows_it():
     part = assignment.part("allreduce_matmul")
     case = hidden_cases(assignment)[part.name][0]
     result = judge.judge_artifact(part, case, b"not a program", hidden_inputs(assignment, part, case, 1), {})
-    [message] = result.problems
+    [message] = result.messages
     assert message.startswith("the exported program could not be compiled: ")
     assert message.endswith(f"; to see it, run check(allreduce_matmul, case={case.label!r})")
     assert not result.ran

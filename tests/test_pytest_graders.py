@@ -9,6 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+from grading import submission_file
 
 from graders.pytest_plugin import case_label
 
@@ -46,7 +47,7 @@ def test_the_solution_passes_every_case(tmp_path):
 def test_a_wrong_submission_fails_the_cases_it_gets_wrong(tmp_path):
     """Does a wrong submission show each failing case with the observed-versus-allowed
     message, -k select one function, and --lf rerun only what failed?"""
-    wrong = os.path.join("tests", "submissions", "problem3", "one_psum.py")
+    wrong = submission_file(os.path.join(REPO_ROOT, "tests", "submissions", "problem3", "one_psum.py"))
     cache = f"cache_dir={tmp_path / 'cache'}"
     first = graders_pytest("graders/test_problem3.py", "--submission", wrong, "-k", "allreduce_matmul",
                            "-o", cache, "-rf")

@@ -87,7 +87,7 @@ def test_every_limit_takes_effect_in_the_worker(tmp_path):
     found = dict(re.findall(r"(\w+)=(\d+)", line))
     assert found == {"as": str(10 * 1024), "nproc": "300", "fsize": "96", "tmp": "96", "scratch": "96",
                      "shm": "96", "shmmax": "96"}, report
-    assert "ran longer than 1.5 s" in " ".join(result.problems)  # the first cell, cut at cell_timeout
+    assert "ran longer than 1.5 s" in " ".join(result.messages)  # the first cell, cut at cell_timeout
     roll = result.part("roll_diff").output
     assert "took longer than 2.5 s" in roll or "ran longer than" in roll, roll
     assert "not traced: 1 earlier cases of roll_diff timed out" in roll, roll  # max_strikes = 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import NoCommunication
+from ..rules import NoCommunication, ValuesHint
 from ..style_rules import JitOnly, UsesShardMap, WorkInsideShardMap
 
 A = Arg("A", ("S", "D"), ("X", "Y"))
@@ -95,10 +95,10 @@ ASSIGNMENT = Assignment(
         Part(
             name="roll_diff", points=2,
             task="Inside each X-shard, roll(rows, shift, axis=0) - rows, for any static shift.",
-            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")), rules=(ROLL_NO_COMM,),
+            args=(A,), result=Arg("out", ("S", "D"), ("X", "Y")),
+            rules=(ROLL_NO_COMM, ValuesHint(SLICES_NOTE, when=roll_by_unreduced_slices)),
             reference=roll_within_shards, statics=("shift",),
             visible_case=Case(mesh=(2, 4), sizes={"S": 16, "D": 8}, statics={"shift": 3}),
-            values_hint=SLICES_NOTE, hint_when=roll_by_unreduced_slices,
         ),
     ),
     written=(

@@ -26,6 +26,9 @@ A = Arg("A", ("S", "D"), ("X", "Y"))
 B = Arg("B", ("S",), ("X",), dtype="int32", high="E")
 B_TOPK = Arg("B", ("S", "k"), ("X", None), dtype="int32", high="E")
 OUT = Arg("out", ("S", "F"), ("X", "Y"))
+ARGUMENTS = (W.name, A.name, B.name)
+"""What every part takes, in order: messages name what a value is computed from by these."""
+EXPERTS = ARGUMENTS.index(W.name)
 
 # moe_local runs on one device: a 1x1 mesh, every argument whole.
 W_ONE = Arg("W", ("E", "D", "F"), (None, None, None))
@@ -133,13 +136,14 @@ def _explain_shape(v, s: dict, result: Callable[[dict], int], where: str) -> str
         advice = _grouping_advice(s, where)
         return (f"{v.shape} is a padded buffer or its product: {dims[1]} slots for each of {G} experts "
                 f"({sizes}). {advice[0].upper()}{advice[1:]}")
-    if where == "rounds" and k >= 2 and dims in ([T * k, D], [T, k, D]):
-        if D == s["E"]:  # the same shape as a one-hot of the choices over the experts
-            return (f"{v.shape} has a row of {D} for each of your {T} tokens' {k} choices, made before the "
-                    f"rounds: {k} copies of your tokens, or a one-hot of the choices over the E = {D} experts "
-                    f"(D = E here). {T * k} such rows reach S*D once k >= nX. Build what a round needs inside "
-                    f"the loop, for that round's pairs only: pick its tokens by index, and turn choices into "
-                    f"per-expert weights with a scatter-add, not a one-hot")
+    # Rows of results (computed from the experts) or of tokens: read from what the value is
+    # computed from, or, for a value whose sources are not known, from its width.
+    results = (EXPERTS in v.sources) if v is not None and v.sources is not None else bool(dims) and dims[-1] == R != D
+    if where == "rounds" and k >= 2 and dims in ([T * k, D], [T, k, D], [T * k, R], [T, k, R]):
+        if results:
+            return (f"{v.shape} holds a result for each of your {T} tokens' {k} choices, kept until the rounds "
+                    f"are over: {T * k} rows reach S once k >= nX. Add each round's results into the output "
+                    f"inside the loop (out.at[token].add), for that round's pairs only")
         return (f"{v.shape} is {k} copies of your {T} tokens, one per (token, expert) pair, made before "
                 f"the rounds: {T * k} rows of D reach S*D once k >= nX. Pick each round's tokens inside "
                 f"the loop, by index, for that round's pairs only")
@@ -149,10 +153,13 @@ def _explain_shape(v, s: dict, result: Callable[[dict], int], where: str) -> str
                 f"most {CHUNK_TEXT} = {safe_chunk(s)} pairs per destination, as many rounds as the "
                 f"busiest pair of rows needs (jax.lax.all_to_all inside jax.lax.while_loop)")
     if where == "rounds" and len(dims) == 2 and dims[1] in (D, R) and dims[0] >= S:
-        return (f"{v.shape} holds {dims[0]} rows, as many as all S = {S} tokens: a round of nX*chunk rows "
-                f"with room for every local token, or every token gathered. Send tokens in fixed-size "
-                f"chunks of at most {CHUNK_TEXT} = {safe_chunk(s)} pairs per destination, as many "
-                f"rounds as the busiest pair of rows needs (jax.lax.all_to_all inside jax.lax.while_loop)")
+        rows = "results" if results else "tokens"
+        every = "every token's result" if results else "every token"
+        return (f"{v.shape} holds {dims[0]} rows of {rows}, as many as all S = {S} tokens have: {every} on "
+                f"one device, or a round with room for all of them. Send tokens in "
+                f"fixed-size chunks of at most {CHUNK_TEXT} = {safe_chunk(s)} pairs per destination, as many "
+                f"rounds as the busiest pair of rows needs (jax.lax.all_to_all inside jax.lax.while_loop), "
+                f"and add each round's results into the output as they come back")
     if where == "rounds":
         return ("Send tokens in fixed-size chunks, round after round (jax.lax.all_to_all inside "
                 "jax.lax.while_loop), so that no buffer holds all tokens (an [E, S, D] buffer, or one "
@@ -162,8 +169,10 @@ def _explain_shape(v, s: dict, result: Callable[[dict], int], where: str) -> str
 
 @dataclasses.dataclass(frozen=True)
 class SmallValues(Rule):
-    """No computed value (outside fusions) with `limit(sizes)` elements or more per device; the
-    message names each value found and what it most likely is (`explain_value`). With
+    """No activation (a value computed outside fusions from W or A, `Value.bookkeeping`: values
+    computed from the routing B alone never count) with `limit(sizes)` elements or more per
+    device; the message describes each value found by its shape and the arguments it is
+    computed from (`ARGUMENTS`), and says what it most likely is (`explain_value`). With
     `temporary_memory` (elements, `TEMPORARY_TEXT`), no more float32 bytes of temporary memory
     than that (`ProgramAnalysis.temp_bytes`): small values live together are a large one in
     pieces."""
@@ -202,7 +211,7 @@ class SmallValues(Rule):
                     f"{explain_value(None, s, self.result, self.where)}."]
         if not big:
             return []
-        seen = ", ".join(f"{v.name} = {v.shape} {v.shape.size_text()}" for v in big[:3])
+        seen = ", ".join(v.describe(ARGUMENTS) for v in big[:3])
         why = []  # one explanation per kind of value, largest first
         for v in big[:3]:
             text = explain_value(v, s, self.result, self.where)
@@ -262,7 +271,7 @@ class NoGatherOverX(Rule):
     def violations(self, analysis, case, inputs=()) -> list[str]:
         s = case.all_sizes
         gathers = [c for c in analysis.of_kind("all-gather") if "X" in c.axes and c.operands]
-        floats = [c for c in gathers if c.operands[0].dtype.startswith(("f", "bf"))]
+        floats = [c for c in gathers if c.operands[0].dtype.startswith(("f", "bf", "c"))]
         problems = []
         for dtype_kind, group in (("float", floats), ("int", [c for c in gathers if c not in floats])):
             if group:
@@ -272,8 +281,7 @@ class NoGatherOverX(Rule):
 
     def _why(self, dtype_kind, group, s) -> str:
         if dtype_kind == "int":
-            return ("That gathers integer routing data (expert ids or a mask) to every row; send each "
-                    "token's expert id with the token, in an all_to_all of its own")
+            return self._why_integers(group, s)
         last = {c.operands[0].dims[-1] for c in group if c.operands[0].dims}
         R, D = self.result(s), s["D"]
         if last == {R} and R != D:
@@ -284,6 +292,26 @@ class NoGatherOverX(Rule):
                     "(jax.lax.all_to_all over X), not be gathered everywhere")
         return ("Tokens and their results should travel only between a token's row and its expert's "
                 "row (jax.lax.all_to_all over X), not be gathered everywhere")
+
+    @staticmethod
+    def _why_integers(group, s) -> str:
+        """What gathered integers are, read from what they are computed from and their size:
+        activations in another type (computed from A or W), one number per device (a count: a
+        loop bound, which pmax agrees on), or routing data (expert ids, counts, a mask)."""
+        sources = {i for c in group if c.sources is not None for i in c.sources}
+        activations = [name for i, name in enumerate(ARGUMENTS) if i in sources and name != B.name]
+        if activations:
+            return (f"Those values are computed from {' and '.join(activations)}: activations in another "
+                    f"type. Tokens should travel only to the devices that own their experts "
+                    f"(jax.lax.all_to_all over X), not be gathered everywhere")
+        per_device = max(c.operands[0].elements for c in group)
+        routing = f" computed from {B.name}" if sources else ""
+        if per_device == 1:
+            return (f"That gathers one integer per device{routing} (a count?) to every row. To agree on how "
+                    f"many rounds to run, take the most over X with jax.lax.pmax (an all-reduce)")
+        return (f"That gathers routing data{routing} ({per_device} integers per device: expert ids, counts or "
+                f"a mask) to every row. Send each token's expert id with the token, in an all_to_all of its "
+                f"own, and agree on how many rounds to run with jax.lax.pmax")
 
 
 BYTES_FACTOR = 2
@@ -449,21 +477,10 @@ NO_DENSE_GATHER_X = SmallValues(
 
 ROUTED_X = AllOf(
     (TokensByAllToAll(result=whole_f), NoGatherOverX(result=whole_f),
-     dataclasses.replace(NO_DENSE_GATHER_X, where="rounds"), _activations(whole_f)),
-    text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
-         f"to other rows; no expert crosses X by psum or ppermute), and the bytes "
-         f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
-         f"row needs on the case's routing; no all-gather over X; no value as large as the dense "
-         f"gather of a device's own tokens (S*D*F/nX elements); on meshes with nX >= 2, no value "
-         f"per device as large as the global [S, D] activations")
+     dataclasses.replace(NO_DENSE_GATHER_X, where="rounds"), _activations(whole_f)))
 
 ROUTED = AllOf(
-    (TokensByAllToAll(result=per_device_f), NoGatherOverX(), NO_DENSE_ROUNDS, NOT_ALL_ACTIVATIONS),
-    text=f"on meshes with nX >= 2, all-to-alls over X move the tokens (at least those the routing sends "
-         f"to other rows; no expert crosses X by psum or ppermute), and the bytes "
-         f"moved over X are at most {BYTES_FACTOR}x what routing each token only to its expert's "
-         f"row needs on the case's routing; no all-gather over X; no [S, D, F] value; on meshes "
-         f"with nX >= 2, no value per device as large as the global [S, D] activations")
+    (TokensByAllToAll(result=per_device_f), NoGatherOverX(), NO_DENSE_ROUNDS, NOT_ALL_ACTIVATIONS))
 
 
 def routing(case: Case, seed: int) -> np.ndarray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import (UNEVEN, AllOf, Exactly, Forbid, LargestMatmul, MatmulsInTheRing, MaxTotalBytes, NeighbourSteps,
+from ..rules import (UNEVEN, AllOf, RingDirections, Exactly, Forbid, LargestMatmul, MatmulsInTheRing, MaxTotalBytes, NeighbourSteps,
                      OnlyKinds, PiecesMultipliedApart, SplitReduction)
 
 VISIBLE = Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 32})
@@ -62,17 +62,16 @@ ring of reducescatter_matmul does."""
 
 def ring_of_permutes(rings: int = 1, why: str = "") -> AllOf:
     """`rings` rings of nY-1 collective-permutes over Y, each moving one [B/nX, D/nY] block."""
-    count = "nY-1 of them" if rings == 1 else f"{rings}(nY-1) of them ({rings} rings of nY-1)"
+    count = "nY-1" if rings == 1 else f"{rings}(nY-1) ({rings} rings of nY-1)"
     return AllOf((
         OnlyKinds(("collective-permute",), why=why),
-        Exactly("collective-permute", lambda s: rings * (s["nY"] - 1), elements=_block, axes=("Y",)),
+        Exactly("collective-permute", lambda s: rings * (s["nY"] - 1), elements=_block, axes=("Y",),
+                what=f"{count}, each of (B/nX)*(D/nY) elements, counted each time a loop runs them"),
         Forbid("collective-permute", axes=("X",), why=NOTHING_CROSSES_X),
         NeighbourSteps("Y"),
         ONE_STEP,
         in_the_ring(rings),
-    ), text=f"collective-permutes only: {count} over Y, each of (B/nX)*(D/nY) elements, each to a "
-            f"neighbour (+1 or -1), counted each time a loop runs them; each matmul one block's, "
-            f"inside the ring")
+    ))
 
 
 def gelu(x):
@@ -141,7 +140,7 @@ ASSIGNMENT = Assignment(
             task="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] as a ring of collective-permutes "
                  "(the book's worked example, made to run on current JAX).",
             args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
-            rules=(ring_of_permutes(why=NOT_GATHERED),), reference=matmul, visible_case=VISIBLE,
+            rules=(ring_of_permutes(why=NOT_GATHERED), RingDirections()), reference=matmul, visible_case=VISIBLE,
             baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -155,8 +154,7 @@ ASSIGNMENT = Assignment(
                 PIECE_BY_PIECE,
                 MaxTotalBytes(lambda s: int(1.05 * 2 * (s["nY"] - 1) / s["nY"] * (s["B"] // s["nX"]) * s["F"] * F32),
                               what="one ring all-reduce of the [B/nX, F] result, +5%", ring=True),
-            ), text="no all-gather; the reduction split into at least 2 pieces, each multiplied on its "
-                    "own; bytes at most one ring all-reduce of the [B/nX, F] result (+5%)"),),
+            )), RingDirections()),
             reference=matmul, visible_case=VISIBLE_SPLIT, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
@@ -165,7 +163,7 @@ ASSIGNMENT = Assignment(
                  "accumulate, moving the minimum.",
             args=(T, W2), result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(T, W2),
             rules=(ring_of_permutes(why="Send each partial [B/nX, D/nY] block on around the ring "
-                                      "instead of reducing the whole product."),),
+                                      "instead of reducing the whole product."), RingDirections()),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
@@ -173,7 +171,7 @@ ASSIGNMENT = Assignment(
             task="gelu(In[B_X, D_Y] @ Win[D, F_Y]) @ Wout[F_Y, D] -> Out[B_X, D_Y], with both "
                  "matmuls' communication overlapped.",
             args=BLOCK_ARGS, result=Arg("out", ("B", "D"), ("X", "Y")), inputs=scaled_inputs(*BLOCK_ARGS),
-            rules=(ring_of_permutes(rings=2, why=NOT_GATHERED),), reference=block, visible_case=VISIBLE,
+            rules=(ring_of_permutes(rings=2, why=NOT_GATHERED), RingDirections()), reference=block, visible_case=VISIBLE,
             baseline=jit_block, cost_case=BOOK,
         ),
     ),

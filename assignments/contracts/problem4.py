@@ -8,7 +8,7 @@ halves the time of every step.
 from __future__ import annotations
 
 from ..contract import Arg, Assignment, Case, Part, WrittenPart
-from ..rules import (AllOf, BalancedDirections, BothDirections, Exactly, Forbid, HalfBlocks, MaxTotalBytes,
+from ..rules import (AllOf, BalancedDirections, RingDirections, BothDirections, Exactly, Forbid, HalfBlocks, MaxTotalBytes,
                      NeighbourSteps, OnlyKinds)
 from .problem3 import (BOOK, F32, NOTHING_CROSSES_X, ONE_STEP, T, W2, W_COLS, W_ROWS, _block, in_the_ring, jit_matmul,
                        matmul, scaled_inputs)
@@ -23,7 +23,7 @@ def _rows(s):
     return s["B"] // s["nX"]
 
 
-def bidirectional(count, cols, total_bytes=None, what="", one_step=True) -> AllOf:
+def bidirectional(count, cols, total_bytes=None, count_text="", one_step=True) -> AllOf:
     """Permutes only, over Y to a neighbour, both ways round the ring with the same bytes each way at every step,
     `count` of them (when given), each carrying half a [B/nX, cols] block, and (when given) no
     more bytes than the one-way version."""
@@ -31,14 +31,14 @@ def bidirectional(count, cols, total_bytes=None, what="", one_step=True) -> AllO
              NeighbourSteps("Y"), BothDirections("Y"), BalancedDirections("Y", _rows, cols),
              HalfBlocks("Y", _rows, cols)]
     if count is not None:
-        rules.append(Exactly("collective-permute", count, axes=("Y",)))
+        rules.append(Exactly("collective-permute", count, axes=("Y",), what=count_text))
     if total_bytes is not None:
         rules.append(MaxTotalBytes(total_bytes, what="the one-way version's bytes: the halves of an odd block "
                                                      "are one column apart, and padding both to the wider "
                                                      "one sends more"))
     if one_step:
         rules += [ONE_STEP, in_the_ring()]
-    return AllOf(tuple(rules), text=what)
+    return AllOf(tuple(rules))
 
 
 ASSIGNMENT = Assignment(
@@ -54,11 +54,7 @@ ASSIGNMENT = Assignment(
             rules=(bidirectional(
                 lambda s: 4 * (s["nY"] - 1), lambda s: s["F"] // s["nY"],
                 total_bytes=lambda s: 2 * (s["nY"] - 1) * _rows(s) * (s["F"] // s["nY"]) * F32,
-                what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
-                     "at every step of both phases: 4(nY-1) of them (a reduce-scatter ring and an "
-                     "all-gather ring, each way), each of (B/nX)*(F/nY)/2 elements (within one column "
-                     "when F/nY is odd); total bytes no more than the one-way version; each matmul one block's, "
-                     "inside the reduce-scatter ring"),),
+                count_text="4(nY-1): a reduce-scatter ring and an all-gather ring, each way"), RingDirections()),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", None), cost_case=BOOK,
         ),
         Part(
@@ -70,24 +66,17 @@ ASSIGNMENT = Assignment(
             rules=(bidirectional(
                 lambda s: 2 * (s["nY"] - 1), lambda s: s["D"] // s["nY"],
                 total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
-                what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
-                     "at every step: 2(nY-1) of them, each of (B/nX)*(D/nY)/2 elements (within one "
-                     "column when D/nY is odd); total bytes no more than the one-way version; each matmul one block's, "
-                     "inside the ring"),),
+                count_text="2(nY-1), nY-1 each way"), RingDirections()),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
         Part(
             name="allgather_matmul_bidirectional", points=2,
-            task="(extra) A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y], half of each block of A "
+            task="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y], half of each block of A "
                  "travelling each way around the ring.",
             args=(A, W_COLS), result=Arg("out", ("B", "F"), ("X", "Y")), inputs=scaled_inputs(A, W_COLS),
             rules=(bidirectional(
                 None, lambda s: s["D"] // s["nY"],
-                total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32,
-                what="collective-permutes only, each to a neighbour (+1 or -1), both ring directions with the same bytes each way "
-                     "at every step, each carrying half of a [B/nX, D/nY] block (within one row or "
-                     "column when the block is odd); no more bytes than the one-way version; each matmul one block's, "
-                     "inside the ring"),),
+                total_bytes=lambda s: (s["nY"] - 1) * _block(s) * F32), RingDirections()),
             reference=matmul, visible_case=VISIBLE, baseline=jit_matmul("X", "Y"), cost_case=BOOK,
         ),
     ),

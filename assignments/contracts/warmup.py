@@ -12,7 +12,7 @@ import numpy as np
 
 from ..contract import Arg, Assignment, Case, Part, Tree
 from ..style_rules import JitOnly, UsesShardMap, WorkInsideShardMap, WritesCollective
-from ..rules import (AllOf, AnyCommunication, Exactly, MaxMatmulFlops, MaxTotalBytes, NoCommunication, OnlyKinds,
+from ..rules import (AllOf, ValuesHint, AnyCommunication, Exactly, MaxMatmulFlops, MaxTotalBytes, NoCommunication, OnlyKinds,
                      ReducesOverAll)
 
 ALL = ("X", "Y")
@@ -121,7 +121,8 @@ ONLY_THE_REDUCTION = OnlyKinds(
     ("all-reduce",),
     why="Each device already holds the rows of w that meet its slice of x: multiply those, "
         "then add up the M partial results (psum); gathering w moves the whole matrix.")
-ONE_REDUCTION_OF_M = Exactly("all-reduce", _one_reduction, elements=lambda s: s["M"])
+ONE_REDUCTION_OF_M = Exactly("all-reduce", _one_reduction, elements=lambda s: s["M"],
+                            what="one, of M elements (none on a 1-device mesh)")
 SPLIT_OVER_ALL = ReducesOverAll(
     "all-reduce", why="Constrain x and w to be sharded on K over both axes, P(('X', 'Y')), so that "
                       "every device multiplies its own slice and the all-reduce XLA inserts adds them all")
@@ -134,6 +135,15 @@ SHARE_OF_THE_PRODUCT = MaxMatmulFlops(
 REPLICATED_SCALAR = ()
 PARAMS = Tree("params", (Arg("w", (), REPLICATED_SCALAR), Arg("b", (), REPLICATED_SCALAR)))
 BATCH = (ALL,)
+
+SGD_HINT = ("The reference is one SGD step on the whole batch, as on one device. "
+                        "A step N times too long means the gradient was summed over the "
+                        "devices, not averaged: under shard_map (check_vma on) the gradient of "
+                        "replicated parameters already comes back summed, so a pmean of it "
+                        "divides nothing. Write the loss over the whole batch (psum, then "
+                        "divide by the global batch size).")
+"""On a step N times too long: the gradient summed over the devices, not averaged."""
+
 
 ASSIGNMENT = Assignment(
     name="warmup",
@@ -159,10 +169,10 @@ ASSIGNMENT = Assignment(
             name="total_sum", points=1,
             task="The sum of every element, replicated; shard_map + psum.",
             args=(X_2D,), result=Arg("out", (), ()),
-            rules=(AllOf((Exactly("all-reduce", _one_reduction, elements=1),
+            rules=(AllOf((Exactly("all-reduce", _one_reduction, elements=1,
+                                  what="one, of one element (none on a 1-device mesh)"),
                          OnlyKinds(("all-reduce",),
-                                   why="Sum your own block first, then psum one number.")),
-                        text="exactly one all-reduce, of one element (none on a 1-device mesh)"),
+                                   why="Sum your own block first, then psum one number."))),
                     UsesShardMap(), WorkInsideShardMap(), WritesCollective("all_reduce")),
             reference=total,
             visible_case=Case(mesh=(2, 4), sizes={"R": 4, "C": 8}),
@@ -180,10 +190,7 @@ ASSIGNMENT = Assignment(
                  "to be sharded on K over all devices.",
             args=(Arg("x", ("K",), ()), Arg("w", ("K", "M"), ()), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rules=(AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL, SHARE_OF_THE_PRODUCT),
-                        text="one all-reduce of M elements over every mesh axis of more than one "
-                             "device (none on a 1-device mesh), and nothing else: no all-gather of w; "
-                             "each device multiplies only its share of K"),
+            rules=(AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION, SPLIT_OVER_ALL, SHARE_OF_THE_PRODUCT)),
                     JitOnly()),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
@@ -193,9 +200,7 @@ ASSIGNMENT = Assignment(
             task="The same layer and input shardings as layer_auto, with shard_map + psum.",
             args=(Arg("x", ("K",), (ALL,)), Arg("w", ("K", "M"), (ALL,)), Arg("b", ("M",), ())),
             result=Arg("out", ("M",), ()),
-            rules=(AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION),
-                        text="exactly one all-reduce, of M elements (none on a 1-device mesh), and "
-                             "nothing else"),
+            rules=(AllOf((ONE_REDUCTION_OF_M, ONLY_THE_REDUCTION)),
                     UsesShardMap(), WorkInsideShardMap(), WritesCollective("all_reduce")),
             reference=layer, inputs=layer_inputs,
             visible_case=Case(mesh=(2, 4), sizes=LAYER_SIZES),
@@ -206,11 +211,11 @@ ASSIGNMENT = Assignment(
                  "one row per device, with shard_map.",
             args=(Arg("xs", ("N", "L"), (ALL,)), Arg("w", (3,), ())),
             result=Arg("out", ("N", "Lc"), (ALL,)),
-            rules=(AllOf((Exactly("all-reduce", _one_reduction, elements=lambda s: s["L"] - 2),
+            rules=(AllOf((Exactly("all-reduce", _one_reduction, elements=lambda s: s["L"] - 2,
+                                  what="one, of L-2 elements (none on a 1-device mesh)"),
                          OnlyKinds(("all-reduce",),
                                    why="Each device convolves its own row; only the column "
-                                       "sums need to travel (one psum).")),
-                        text="one all-reduce of L-2 elements (none on a 1-device mesh)"),
+                                       "sums need to travel (one psum)."))),
                     UsesShardMap(), WorkInsideShardMap(), WritesCollective("all_reduce")),
             reference=normalized_convolution, inputs=convolution_inputs,
             visible_case=Case(mesh=(2, 4), sizes={"N": 8, "L": 5, "Lc": 3}),
@@ -230,18 +235,12 @@ ASSIGNMENT = Assignment(
                          # An all-gather written as a psum of zero-padded shards is still one: the
                          # gradient and the loss are a few numbers, the batch is Bt of them.
                          MaxTotalBytes(lambda s: (s["Bt"] - 1) * 4,
-                                       what="fewer than the batch's Bt float32 values: the gradient and "
+                                       what="Bt-1 float32 values, fewer than the batch: the gradient and "
                                             "the loss are a few numbers, so a psum of the whole batch "
                                             "(zero-padded shards) is an all-gather by another name",
-                                       kinds=("all-reduce",))),
-                        text="gradient reduction only (all-reduce of a few numbers): no all-gather of the batch"),),
-            reference=sgd_step, inputs=regression_inputs, hint_when=sgd_step_n_times,
-            values_hint="The reference is one SGD step on the whole batch, as on one device. "
-                        "A step N times too long means the gradient was summed over the "
-                        "devices, not averaged: under shard_map (check_vma on) the gradient of "
-                        "replicated parameters already comes back summed, so a pmean of it "
-                        "divides nothing. Write the loss over the whole batch (psum, then "
-                        "divide by the global batch size).",
+                                       kinds=("all-reduce",)))),
+                   ValuesHint(when=sgd_step_n_times, text=SGD_HINT)),
+            reference=sgd_step, inputs=regression_inputs,
             visible_case=Case(mesh=(2, 4), sizes={"Bt": 32}, statics={"lr": 0.1}),
         ),
         # The issue's item 3 (explicit sharding mode): not yet in PROBLEMS.md's Assignment 0
@@ -265,9 +264,7 @@ ASSIGNMENT = Assignment(
                          MaxTotalBytes(lambda s: s["B"] // s["nX"] * s["F"] * 4,
                                        what="one reduction of a device's [B/nX, F] partial product: a "
                                             "psum of zero-padded shards of x or w is an all-gather by "
-                                            "another name", kinds=("all-reduce", "reduce-scatter"))),
-                        text="a reduction of the partial products only (at most one [B/nX, F] block): "
-                             "no all-gather"),),
+                                            "another name", kinds=("all-reduce", "reduce-scatter")))),),
             reference=matmul,
             inputs=lambda case, rng: normal_inputs(case, rng, [("B", "D"), ("D", "F")]),
             visible_case=Case(mesh=(2, 4), sizes={"B": 8, "D": 16, "F": 8}),

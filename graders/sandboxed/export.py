@@ -264,8 +264,10 @@ def export_one(export_case: Exporter, fn, part: dict, case: dict, timeout: float
                     shard["data"] = encode_array(shard["data"])
                 return {"status": "ok", "report": report}
             return {"status": "ok", "artifact": encode_bytes(export_case(fn, case))}
-    except NotImplementedError as e:
-        return {"status": "error", "message": _not_implemented_message(e, part)}
+    except NotImplementedError as e:  # the student's own: not implemented yet (E001)
+        message = _not_implemented_message(e, part)
+        return {"status": "error", "message": message,
+                "rule": "E002" if message.startswith("jax.export could not serialize") else "E001"}
     except CaseTimeout as e:
         return {"status": "error", "timed_out": True,
                 "message": f"tracing {part['name']} {e}: an infinite loop, or Python work that "
@@ -285,6 +287,7 @@ def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, t
         problem = f"function {part['name']} {why}; define it as {part['signature']}"
     else:
         problem = signature_problem(fn, part)
+    rule = "E001" if problem else "E002"
     timeouts, exported = 0, {}
     for case in part["cases"]:
         if case["id"] in done:
@@ -292,7 +295,7 @@ def export_part(export_case: Exporter, namespace: dict, part: dict, done: set, t
         if problem or timeouts >= max_strikes:
             message = problem or (f"not traced: {max_strikes} earlier cases of {part['name']} "
                                   f"timed out")
-            emit(event="case", id=case["id"], status="error", message=message)
+            emit(event="case", id=case["id"], status="error", message=message, rule=rule)
             continue
         emit(event="start", id=case["id"])
         # Cases that differ only in their input values (problem2's routings) have the same

@@ -43,7 +43,7 @@ def compile_artifact(part, case, artifact: bytes, arrays):
     mesh and input placement. Raises ValueError for a program the graders do not run."""
     import jax
 
-    from assignments.lowered import program_ops
+    from assignments.lowered import lowered_program
     from assignments.evaluate import make_mesh, place
 
     key = (hashlib.sha256(artifact).hexdigest(), tuple(case.mesh), part.axis_types,
@@ -51,7 +51,7 @@ def compile_artifact(part, case, artifact: bytes, arrays):
     if key not in _COMPILED:
         exported = jax.export.deserialize(bytearray(artifact))
         text = exported.mlir_module()
-        foreign = foreign_custom_calls(program_ops(text))
+        foreign = foreign_custom_calls(lowered_program(text).ops)
         if foreign:
             raise ValueError(f"the exported program calls {', '.join(foreign)[:200]}, which the "
                              f"graders do not run")
@@ -63,18 +63,18 @@ def compile_artifact(part, case, artifact: bytes, arrays):
 
 def judge_artifact(part, case, artifact: bytes, arrays, timings: dict):
     """Compile (or reuse), inspect, run and compare one exported case."""
-    from assignments.contract import CaseResult, check_call
+    from assignments.contract import CHECKS, CaseResult, check_call
     from assignments.evaluate import evaluate_compiled
 
     t0 = time.perf_counter()
     try:
         compiled, text, mesh = compile_artifact(part, case, artifact, arrays)
     except ValueError as e:
-        return CaseResult.failed(case, str(e))
+        return CaseResult.failed(case, CHECKS["E003"].problem(str(e)))
     except Exception as e:  # XLA refused the program on this mesh: the student can see it happen
-        return CaseResult.failed(case, f"the exported program could not be compiled: "
-                                       f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}; "
-                                       f"to see it, run {check_call(part, case)}")
+        return CaseResult.failed(case, CHECKS["E003"].problem(
+            f"the exported program could not be compiled: {type(e).__name__}: "
+            f"{str(e).splitlines()[0][:300] if str(e) else ''}; to see it, run {check_call(part, case)}"))
     t1 = time.perf_counter()
     result = evaluate_compiled(part, case, mesh, compiled, text, arrays, show_values=False)
     timings["judge: deserialize and compile"] = timings.get("judge: deserialize and compile", 0) + t1 - t0
@@ -109,19 +109,19 @@ def graders_failed(assignment, job: dict, error: Exception):
     """The verdict on a case the judge's own code failed on (an exception outside the program it
     judges, which reports its compile and run errors itself): failed, not cached (`ran` False,
     so a regrade after the kit is fixed judges it again), with a message that blames the kit."""
-    from assignments.contract import CaseResult
+    from assignments.contract import CHECKS, CaseResult
 
     case = _case_of(job)
     first = (str(error).strip().splitlines() or [""])[0][:200]
-    return CaseResult.failed(case, f"the graders could not judge this case ({type(error).__name__}: {first}): "
-                                   f"a fault of the grading kit, not of your code; tell your instructor, "
-                                   f"who can regrade once it is fixed")
+    return CaseResult.failed(case, CHECKS["E005"].problem(
+        f"the graders could not judge this case ({type(error).__name__}: {first}): a fault of the grading "
+        f"kit, not of your code; tell your instructor, who can regrade once it is fixed"))
 
 
 def case_event(job_id: str, result) -> dict:
     """A judged case as the judge reports it (`graders.sandboxed.protocol`)."""
     return {"event": "case", "id": job_id, "values_ok": result.values_ok, "rule_ok": result.rule_ok,
-            "problems": result.problems, "ran": result.ran,
+            "problems": [p.to_json() for p in result.problems], "ran": result.ran,
             "analysis": None if result.analysis is None else result.analysis.to_json()}
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import io
 import json
 import math
-from typing import Any
+from typing import Any, ClassVar, Union
 
-VERSION = 4
+VERSION = 5
 """Bumped whenever a request or an event changes shape; a worker refuses another version."""
 
 TRACING_ERROR = "raised while tracing: "
@@ -44,6 +45,108 @@ MAX_SECONDS = 1e6
 
 class ProtocolError(ValueError):
     """An event that breaks the protocol: malformed, out of range, or about an unknown case."""
+
+
+# --- the events, as the parent reads them (`read_event`): typed, every field checked ------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """A worker is alive and working (a cell ran; no case answered)."""
+
+    name: ClassVar[str] = "progress"
+
+
+@dataclasses.dataclass(frozen=True)
+class Ready:
+    """A judge has started JAX and its devices, and waits for its header."""
+
+    name: ClassVar[str] = "ready"
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """A worker starts a case (the supervisor times it from here)."""
+
+    id: str
+    name: ClassVar[str] = "start"
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """The export worker ran the submission: what went wrong on the way (in its words)."""
+
+    problems: tuple[str, ...]
+    run_submission_s: float
+    name: ClassVar[str] = "loaded"
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A worker is done; its phases' seconds."""
+
+    timings: dict
+    name: ClassVar[str] = "finished"
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """The export worker's answer to one case: an artifact (or, for a part called eagerly, a
+    report of its result), or why there is none."""
+
+    id: str
+    ok: bool
+    message: str | None = None
+    rule: str = "E002"
+    """Why there is none (`EXPORT_CHECKS`): not defined as the contract says, or did not trace."""
+    timed_out: bool = False
+    while_tracing: bool = False
+    artifact: bytes | None = None
+    report: dict | None = None
+    name: ClassVar[str] = "case"
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """A judge's verdict on one case."""
+
+    id: str
+    values_ok: bool
+    rule_ok: bool
+    problems: tuple
+    """Each an `assignments.contract.Problem`."""
+    ran: bool
+    analysis: object = None
+    """The compiled program's `assignments.hlo.ProgramAnalysis`, or None."""
+    ok: ClassVar[bool] = True
+    name: ClassVar[str] = "case"
+
+    def stored(self) -> dict:
+        """The verdict as the verdict cache keeps it (`graders.verdicts`; read back by `read_event`)."""
+        return {"values_ok": self.values_ok, "rule_ok": self.rule_ok,
+                "problems": [p.to_json() for p in self.problems], "ran": self.ran,
+                "analysis": None if self.analysis is None else self.analysis.to_json()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Unanswered:
+    """A case the worker never answered, made up by the supervisor: why (a timeout, a crash)."""
+
+    id: str
+    message: str
+    ok: ClassVar[bool] = False
+    name: ClassVar[str] = "case"
+
+
+@dataclasses.dataclass(frozen=True)
+class Died:
+    """A worker that ended before its work was done, made up by the supervisor: why."""
+
+    message: str
+    name: ClassVar[str] = "died"
+
+
+Event = Union[Progress, Ready, Start, Loaded, Finished, Exported, Judged, Unanswered, Died]
 
 
 # --- encoding helpers (both sides) ----------------------------------------------------------
@@ -153,6 +256,24 @@ def _texts(value: Any, field: str) -> list[str]:
     return [_text(v, field) for v in value[:MAX_PROBLEMS]]
 
 
+def _problems(value: Any, field: str) -> list:
+    """A judge's problems: each a typed record (`assignments.contract.Problem`) naming a rule or
+    check the kit has."""
+    from assignments.contract import Problem
+
+    if not isinstance(value, list) or len(value) > 1000:
+        raise ProtocolError(f"{field} must be a list")
+    try:
+        return [Problem.from_json(v, MAX_TEXT) for v in value[:MAX_PROBLEMS]]
+    except ValueError as e:
+        raise ProtocolError(f"{field}: {e}") from None
+
+
+EXPORT_CHECKS = ("E001", "E002")
+"""The checks an export worker's failed case may name: the function is not defined as the
+contract says (E001), or it did not trace and export (E002). Nothing else is its to say."""
+
+
 def _seconds(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not 0 <= value <= MAX_SECONDS:
@@ -204,8 +325,8 @@ def _eager_report(value: Any) -> dict:
     return report
 
 
-def read_event(line: bytes, known: set[str], kind: str, reports: frozenset[str] = frozenset()) -> dict:
-    """Validate one line of a worker's output; returns a clean event or raises ProtocolError.
+def read_event(line: bytes, known: set[str], kind: str, reports: frozenset[str] = frozenset()) -> Event:
+    """Validate one line of a worker's output; returns a typed event or raises ProtocolError.
 
     `kind` is "export" or "judge"; `known` the case ids of this run; `reports` those of them
     (parts called eagerly) that an export answers with a report, where every other case
@@ -218,20 +339,19 @@ def read_event(line: bytes, known: set[str], kind: str, reports: frozenset[str] 
         raise ProtocolError("an event that is not an object")
     name = event.get("event")
     if name == "progress":
-        return {"event": "progress"}
+        return Progress()
     if name == "start":
-        return {"event": "start", "id": _case_id(event, known)}
+        return Start(_case_id(event, known))
     if name == "ready" and kind == "judge":
-        return {"event": "ready"}
+        return Ready()
     if name == "loaded" and kind == "export":
-        return {"event": "loaded", "problems": _texts(event.get("problems"), "problems"),
-                "run_submission_s": _seconds(event.get("run_submission_s"), "run_submission_s")}
+        return Loaded(tuple(_texts(event.get("problems"), "problems")),
+                      _seconds(event.get("run_submission_s"), "run_submission_s"))
     if name == "finished":
         timings = event.get("timings") or {}
         if not isinstance(timings, dict) or len(timings) > 20:
             raise ProtocolError("timings must be an object")
-        return {"event": "finished",
-                "timings": {_text(k, "timings")[:80]: _seconds(v, "timings") for k, v in timings.items()}}
+        return Finished({_text(k, "timings")[:80]: _seconds(v, "timings") for k, v in timings.items()})
     if name == "case" and kind == "export":
         return _export_case(event, known, reports)
     if name == "case" and kind == "judge":
@@ -246,40 +366,40 @@ def _case_id(event: dict, known: set[str]) -> str:
     return case_id
 
 
-def _export_case(event: dict, known: set[str], reports: frozenset[str]) -> dict:
-    clean = {"event": "case", "id": _case_id(event, known)}
+def _export_case(event: dict, known: set[str], reports: frozenset[str]) -> Exported:
+    case_id = _case_id(event, known)
     status = event.get("status")
     if status not in ("ok", "error"):
         raise ProtocolError("status must be 'ok' or 'error'")
-    clean["status"] = status
-    clean["message"] = _text(event.get("message"), "message", optional=True)
-    clean["timed_out"] = _flag(event.get("timed_out", False), "timed_out")
-    clean["while_tracing"] = _flag(event.get("while_tracing", False), "while_tracing")
-    if status == "ok":  # each case answers in its part's one form (the judge reads only that)
-        if clean["id"] in reports:
-            if "artifact" in event:
-                raise ProtocolError("an artifact for a case called eagerly (it is answered by a report)")
-            clean["report"] = _eager_report(event.get("report"))
-        else:
-            if "report" in event:
-                raise ProtocolError("a report for a case answered by an exported artifact")
-            clean["artifact"] = decode_bytes(event.get("artifact"))
-    return clean
+    rule = event.get("rule", "E002")
+    if rule not in EXPORT_CHECKS:
+        raise ProtocolError(f"rule must be one of {', '.join(EXPORT_CHECKS)}")
+    fields = {"message": _text(event.get("message"), "message", optional=True), "rule": rule,
+              "timed_out": _flag(event.get("timed_out", False), "timed_out"),
+              "while_tracing": _flag(event.get("while_tracing", False), "while_tracing")}
+    if status == "error":
+        return Exported(case_id, False, **fields)
+    # each case answers in its part's one form (the judge reads only that)
+    if case_id in reports:
+        if "artifact" in event:
+            raise ProtocolError("an artifact for a case called eagerly (it is answered by a report)")
+        return Exported(case_id, True, report=_eager_report(event.get("report")), **fields)
+    if "report" in event:
+        raise ProtocolError("a report for a case answered by an exported artifact")
+    return Exported(case_id, True, artifact=decode_bytes(event.get("artifact")), **fields)
 
 
-def _judge_case(event: dict, known: set[str]) -> dict:
-    clean = {"event": "case", "id": _case_id(event, known),
-             "values_ok": _flag(event.get("values_ok"), "values_ok"),
-             "rule_ok": _flag(event.get("rule_ok"), "rule_ok"),
-             "problems": _texts(event.get("problems"), "problems"),
-             "ran": _flag(event.get("ran"), "ran"),
-             "analysis": None}
+def _judge_case(event: dict, known: set[str]) -> Judged:
+    case_id = _case_id(event, known)
+    flags = [_flag(event.get(f), f) for f in ("values_ok", "rule_ok")]
+    problems = tuple(_problems(event.get("problems"), "problems"))
+    ran = _flag(event.get("ran"), "ran")
     analysis = event.get("analysis")
     if analysis is not None:
         from assignments.hlo import ProgramAnalysis
 
         try:
-            clean["analysis"] = ProgramAnalysis.from_json(analysis)
+            analysis = ProgramAnalysis.from_json(analysis)
         except Exception:
             raise ProtocolError("analysis is not a program analysis") from None
-    return clean
+    return Judged(case_id, *flags, problems, ran, analysis)

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from assignments.contract import Problem
 from graders.sandbox import Isolation, Resources
 from graders.sandboxed.protocol import MAX_TEXT, ProtocolError, decode_tree, encode_tree, job_text, read_event
 from graders.supervisor import (Deadlines, JobBoard, WorkerNeverReady, WorkerProcess, WorkerSetup, ending, Attempt,
@@ -22,6 +23,11 @@ KNOWN = {"f__0", "f__1"}
 
 def line(**event) -> bytes:
     return json.dumps(event).encode()
+
+
+def _said(result) -> list[str]:
+    """The messages of a judged case's problems (a case the supervisor made up has none)."""
+    return [p.message for p in result.problems]
 
 
 @pytest.mark.parametrize("event, why", [
@@ -57,9 +63,9 @@ def test_each_case_is_answered_in_its_parts_form():
         read_event(line(event="case", id="f__1", status="ok", artifact=artifact), KNOWN, "export", frozenset({"f__1"}))
     with pytest.raises(ProtocolError, match="report must be an object"):
         read_event(line(event="case", id="f__1", status="ok"), KNOWN, "export", frozenset({"f__1"}))
-    assert read_event(line(event="case", id="f__0", status="ok", artifact=artifact), KNOWN, "export")["artifact"] == b"x"
-    assert "report" in read_event(line(event="case", id="f__1", status="ok", report=report), KNOWN, "export",
-                                  frozenset({"f__1"}))
+    assert read_event(line(event="case", id="f__0", status="ok", artifact=artifact), KNOWN, "export").artifact == b"x"
+    assert read_event(line(event="case", id="f__1", status="ok", report=report), KNOWN, "export",
+                      frozenset({"f__1"})).report is not None
 
 
 def test_an_exception_while_tracing_is_read_from_its_flag_not_its_words():
@@ -72,10 +78,22 @@ def test_an_exception_while_tracing_is_read_from_its_flag_not_its_words():
     said = "raised while tracing: ValueError (submission, line 3: x): no"
     flagged = read_event(line(event="case", id=job.id, status="error", message=said, while_tracing=True),
                          {job.id}, "export")
-    assert export_failure(job, flagged).problems == [f"{said}; to see it, run check({job.part.name}, "
-                                                     f"case={job.case.label!r})"]
+    assert export_failure(job, flagged).problems == [Problem("E002", f"{said}; to see it, run check("
+                                                             f"{job.part.name}, case={job.case.label!r})", "run")]
     unflagged = read_event(line(event="case", id=job.id, status="error", message=said), {job.id}, "export")
-    assert export_failure(job, unflagged).problems == [said]
+    assert export_failure(job, unflagged).problems == [Problem("E002", said, "run")]
+
+
+def test_an_export_worker_names_only_its_own_checks():
+    """A failed export may say the function is missing (E001) or did not trace (E002), nothing
+    else: a submission that forges another id (a rule it broke, or a grader's fault) is a
+    protocol violation, not a verdict."""
+    missing = read_event(line(event="case", id="f__0", status="error", message="not defined", rule="E001"),
+                         KNOWN, "export")
+    assert missing.rule == "E001"
+    for forged in ("V005", "E005", "C001", "X999", 3):
+        with pytest.raises(ProtocolError, match="rule must be one of E001, E002"):
+            read_event(line(event="case", id="f__0", status="error", message="m", rule=forged), KNOWN, "export")
 
 
 def test_judge_events_are_checked_field_by_field():
@@ -87,9 +105,25 @@ def test_judge_events_are_checked_field_by_field():
     with pytest.raises(ProtocolError, match="program analysis"):
         read_event(line(event="case", id="f__0", values_ok=True, rule_ok=True, problems=[], ran=True,
                         analysis={"collectives": 3}), KNOWN, "judge")
+    long = {"rule": "C001", "kind": "communication", "message": "x" * 10_000}
     ok = read_event(line(event="case", id="f__1", values_ok=True, rule_ok=False, ran=True,
-                         problems=["x" * 10_000] * 100), KNOWN, "judge")
-    assert len(ok["problems"]) <= 12 and all(len(p) <= MAX_TEXT for p in ok["problems"])
+                         problems=[long] * 100), KNOWN, "judge")
+    assert len(ok.problems) <= 12 and all(len(p.message) <= MAX_TEXT for p in ok.problems)
+    assert {p.rule for p in ok.problems} == {"C001"}
+
+
+@pytest.mark.parametrize("problem, why", [
+    ("values wrong", "an object with rule, kind and message"),
+    ({"rule": "Z999", "kind": "values", "message": "m"}, "not a rule or check the kit has"),
+    ({"rule": "V005", "kind": "fine", "message": "m"}, "kind is not one of"),
+    ({"rule": "V005", "kind": "values", "message": 7}, "message is not text"),
+])
+def test_a_judges_problems_are_typed_records_the_kit_knows(problem, why):
+    """Is each problem a judge reports an object naming a rule or check the kit has, of a known
+    kind, with a text message, and anything else a protocol violation?"""
+    with pytest.raises(ProtocolError, match=why):
+        read_event(line(event="case", id="f__1", values_ok=False, rule_ok=True, ran=True, problems=[problem]),
+                   KNOWN, "judge")
 
 
 def test_arrays_and_trees_round_trip_without_pickles():
@@ -132,8 +166,8 @@ def test_a_forged_result_for_another_case_stops_the_worker():
                         "    emit(event='start', id='f__1'); emit(event='case', id='f__1', status='error', message='m')\n"
                         "    emit(event='finished', timings={})\n")
     run = fake_worker(script, ["f__0", "f__1"])
-    assert "not part of the grading protocol" in run.results["f__0"]["message"]
-    assert run.results["f__1"]["message"] == "m"
+    assert "not part of the grading protocol" in run.results["f__0"].message
+    assert run.results["f__1"].message == "m"
 
 
 def test_a_hanging_case_costs_two_strikes_then_the_function_is_skipped():
@@ -145,10 +179,10 @@ def test_a_hanging_case_costs_two_strikes_then_the_function_is_skipped():
     started = time.monotonic()
     run = fake_worker(script, [f"f__{i}" for i in range(5)], case=0.5)
     assert time.monotonic() - started < 8
-    assert "ran longer than 0.5 s" in run.results["f__0"]["message"]
-    assert "ran longer than 0.5 s" in run.results["f__1"]["message"]
+    assert "ran longer than 0.5 s" in run.results["f__0"].message
+    assert "ran longer than 0.5 s" in run.results["f__1"].message
     for i in (2, 3, 4):
-        assert "not run: 2 earlier cases of f already failed" in run.results[f"f__{i}"]["message"]
+        assert "not run: 2 earlier cases of f already failed" in run.results[f"f__{i}"].message
 
 
 def test_a_worker_killed_from_outside_is_retried_not_blamed(tmp_path):
@@ -160,7 +194,7 @@ def test_a_worker_killed_from_outside_is_retried_not_blamed(tmp_path):
                         "emit(event='start', id='f__0'); emit(event='case', id='f__0', status='error', message='ok')\n"
                         "emit(event='finished', timings={})\n")
     run = fake_worker(script, ["f__0"])
-    assert run.results["f__0"]["message"] == "ok"
+    assert run.results["f__0"].message == "ok"
 
 
 def test_the_budget_bounds_everything():
@@ -169,7 +203,7 @@ def test_the_budget_bounds_everything():
     started = time.monotonic()
     run = fake_worker(script, ["f__0", "f__1"], budget=1.0)
     assert time.monotonic() - started < 5
-    assert all("budget" in r["message"] for r in run.results.values())
+    assert all("budget" in r.message for r in run.results.values())
 
 
 JUDGE = ("import json, sys, time\n"
@@ -180,7 +214,7 @@ JUDGE = ("import json, sys, time\n"
          "    job = json.loads(line)\n"
          "    emit(event='start', id=job['id'])\n"
          "{act}"
-         "    emit(event='case', id=job['id'], values_ok=True, rule_ok=True, problems=[header['tag']], ran=True)\n"
+         "    emit(event='case', id=job['id'], values_ok=True, rule_ok=True, problems=[{{'rule': 'V005', 'kind': 'values', 'message': header['tag']}}], ran=True)\n"
          "emit(event='finished', timings={{}})\n")
 
 
@@ -208,8 +242,8 @@ def test_a_streamed_worker_judges_jobs_as_they_come():
     the stream closes? Does a job put while it works on another wait for it, not get lost?"""
     run = judge()
     assert sorted(run.results) == ["f__0", "f__1", "g__0"]
-    assert all(r["problems"] == ["judged"] for r in run.results.values())
-    assert [e["event"] for e in run.events] == ["finished"]
+    assert all(_said(r) == ["judged"] for r in run.results.values())
+    assert [e.name for e in run.events] == ["finished"]
 
 
 def test_a_streamed_worker_that_dies_is_replaced_with_the_jobs_it_held():
@@ -217,8 +251,8 @@ def test_a_streamed_worker_that_dies_is_replaced_with_the_jobs_it_held():
     dead one held unanswered and the rest of the stream?"""
     act = "    if job['id'] == 'f__1': import os; os._exit(3)\n"
     run = judge(act, ids=("f__0", "f__1", "g__0", "g__1"))
-    assert "exited with code 3" in run.results["f__1"]["message"]
-    assert {i: r["problems"] for i, r in run.results.items() if i != "f__1"} == {
+    assert "exited with code 3" in run.results["f__1"].message
+    assert {i: _said(r) for i, r in run.results.items() if i != "f__1"} == {
         "f__0": ["judged"], "g__0": ["judged"], "g__1": ["judged"]}
 
 
@@ -228,9 +262,9 @@ def test_struck_out_functions_are_not_run_even_when_their_jobs_come_later():
     act = "    if job['id'].startswith('f'): time.sleep(60)\n"
     ids = ("f__0", "f__1", "f__2", "g__0", "f__3")
     run = judge(act, ids=ids, case=0.5)
-    assert all("ran longer than 0.5 s" in run.results[i]["message"] for i in ("f__0", "f__1"))
-    assert all("not run: 2 earlier cases of f already failed" in run.results[i]["message"] for i in ("f__2", "f__3"))
-    assert run.results["g__0"]["problems"] == ["judged"]
+    assert all("ran longer than 0.5 s" in run.results[i].message for i in ("f__0", "f__1"))
+    assert all("not run: 2 earlier cases of f already failed" in run.results[i].message for i in ("f__2", "f__3"))
+    assert _said(run.results["g__0"]) == ["judged"]
 
 
 def test_a_judge_waiting_for_its_next_job_is_not_stalled():
@@ -242,7 +276,7 @@ def test_a_judge_waiting_for_its_next_job_is_not_stalled():
         board.close()
 
     run = judge(ids=("f__0",), stall=0.5, feed=slow_feed)
-    assert run.results["f__0"]["problems"] == ["judged"]
+    assert _said(run.results["f__0"]) == ["judged"]
 
 
 def test_a_job_goes_to_the_first_free_judge_and_a_program_stays_with_its_judge():
@@ -266,7 +300,7 @@ def test_a_job_goes_to_the_first_free_judge_and_a_program_stays_with_its_judge()
     board.close()
     for thread in threads:
         thread.join(30)
-    judged_by = {i: tag for tag, run in runs.items() for i, r in run.results.items() if r["problems"] == [tag]}
+    judged_by = {i: tag for tag, run in runs.items() for i, r in run.results.items() if _said(r) == [tag]}
     assert sorted(judged_by) == sorted(ids)
     assert list(judged_by.values()).count("slow") <= 2
     assert judged_by["f__10"] == judged_by["f__0"]
@@ -291,7 +325,7 @@ def test_the_budget_fails_every_job_held_or_still_to_come():
     saying so (the stream is drained, nothing waits forever)?"""
     act = "    time.sleep(60)\n"
     run = judge(act, ids=("f__0", "g__0", "h__0"), budget=0.8, case=30.0, stall=30.0)
-    assert all("budget" in r["message"] for r in run.results.values()) and len(run.results) == 3
+    assert all("budget" in r.message for r in run.results.values()) and len(run.results) == 3
 
 
 def test_a_worker_started_early_is_used_and_an_unneeded_one_stopped():
@@ -302,7 +336,7 @@ def test_a_worker_started_early_is_used_and_an_unneeded_one_stopped():
     time.sleep(0.3)
     assert early.popen.poll() is None  # waiting for its header
     run = judge(ids=("f__0",), started=early)
-    assert early.popen.returncode == 0 and run.results["f__0"]["problems"] == ["judged"]
+    assert early.popen.returncode == 0 and _said(run.results["f__0"]) == ["judged"]
     unused = WorkerProcess([sys.executable, "-c", "import time; time.sleep(60)"], setup_for([]))
     unused.abandon()
     assert unused.popen.returncode is not None

@@ -12,127 +12,67 @@ import pytest
 from report_builders import (ALL_GATHER_BOTH, ALL_GATHER_Y, BOTH_WAYS, FUNCTIONS, HOSTILE, ONE_WAY,
                              analysis, class_folder, collective, failed, judged, page_text, submission)
 
+from assignments.rulebook import rule_title
 from graders.class_results import (NO_COMMUNICATION, NO_PROGRAM, WHOLE, Graded, NoResults, communication_pattern,
-                                   example_case, first_problems, grading_seconds, histogram, message_kind,
+                                   example_case, first_line, first_problems, grading_seconds, histogram,
                                    pattern_table, problem_table, read_class, slowest_phase)
 from graders.report import main as report_main
-from graders.results import Failure, PartResult, write_results
+from graders.results import Failure, PartResult, full_stop, write_results
 
 
 # --- problem kinds -------------------------------------------------------------------------------------
 
 
-def test_a_forbidden_collective_is_its_own_kind_per_function():
-    """17 students gather over Y in roll_diff, 3 over X and Y: is each group one kind, counted
-    in students, most first, whatever order the program listed its collectives in?"""
+def test_problems_are_counted_by_the_rule_broken_first_per_function():
+    """17 students gather over Y in roll_diff, 3 over X and Y: one rule broken (C001), so one
+    row of 20 students, whatever the wording or the order of the collectives; a wrong result in
+    the same function is another row (V005), fewer students, after it."""
     students = {f"gather_y_{i:02d}": submission(f"gather_y_{i:02d}", {"roll_diff": [judged("roll_diff", ALL_GATHER_Y)]})
                 for i in range(17)}
     reordered = analysis(*reversed(ALL_GATHER_BOTH.collectives))
     students |= {f"gather_xy_{i}": submission(f"gather_xy_{i}", {"roll_diff": [judged("roll_diff", p)]})
                  for i, p in enumerate([ALL_GATHER_BOTH, reordered, ALL_GATHER_BOTH])}
+    wrong = judged("roll_diff", analysis(), values_ok=False, values_problem="values wrong: all of it")
+    students |= {f"wrong_{i}": submission(f"wrong_{i}", {"roll_diff": [wrong]}) for i in range(2)}
     table = problem_table([Graded(s, f"{s}/results.json", r) for s, r in students.items()])
-    assert [(p.function, p.kind, len(who)) for p, who in table] == [
-        ("roll_diff", "all-gather over Y (allowed: none)", 17),
-        ("roll_diff", "all-gather over X + all-gather over Y (allowed: none)", 3)]
+    assert [(p.function, p.rule, p.kind, len(who)) for p, who in table] == [
+        ("roll_diff", "C001", "C001 no-communication", 20), ("roll_diff", "V005", "V005 values", 2)]
     assert table[0][0].message.startswith("communication observed: all-gather over Y of f32[2,4] (32 bytes)")
 
 
-def _supervisor_messages() -> dict[str, str]:
-    """The supervisor's own words for a worker that ended early."""
-    from graders.sandbox import Resources
-    from graders.settings import Limits
-    from graders.supervisor import Attempt, Deadlines, Stop, ending
-
-    def said(attempt, code=0, memory=False):
-        return ending(attempt, code, memory, Resources.of(Limits()), Deadlines(60, 60, 0)).message
-
-    return {"timed out": said(Attempt(stop=Stop.CASE_TIMEOUT)), "stalled": said(Attempt(stop=Stop.STALL)),
-            "budget": said(Attempt(stop=Stop.BUDGET)), "memory": said(Attempt(), memory=True),
-            "signal": said(Attempt(), -11), "exit": said(Attempt(), 3),
-            "protocol": said(Attempt(stop=Stop.VIOLATION, violation="an event that is not an object"))}
-
-
-@pytest.mark.parametrize("message, kind", [
-    ("not implemented (the function raises NotImplementedError)", "not implemented (raises NotImplementedError)"),
-    ("not implemented yet: transformer_block calls reducescatter_matmul, which still raises NotImplementedError; "
-     "finish reducescatter_matmul first", "calls a function that is not implemented yet"),
-    ("function roll_diff was not defined; define it as roll_diff(A, *, mesh, shift)", "function missing"),
-    ("wrong signature: expected roll_diff(A, *, mesh, shift), but roll_diff(A, *, mesh) cannot be called that way",
-     "wrong signature"),
-    ("raised while tracing: TypeError (submission, line 24: out = A.reshape(2, 4)): cannot reshape",
-     "raised TypeError while tracing"),
-    ("raised when run: XlaRuntimeError: INTERNAL: something", "raised XlaRuntimeError when the compiled program ran"),
-    ("raised when run: XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating", "over memory"),
-    ("tracing roll_diff took longer than 60 s: an infinite loop, or Python work that grows", "timed out"),
-    ("not traced: 2 earlier cases of roll_diff timed out", "timed out"),
-    ("while running your submission: submission ran longer than 60 s and was stopped (an infinite loop?)",
-     "timed out"),
-    ("while running your submission: cell 4 raised ImportError (cell 4, line 2: import torch): No module",
-     "raised ImportError while the submission loaded"),
-    ("roll_diff must use jax.jit only, but the program contains a shard_map.",
-     "uses shard_map where only jax.jit is asked for"),
-    ("/course/submitted/eve/problem1/problem1.ipynb is a symbolic link: only regular files are graded, never "
-     "what a link points to", "not a regular file (a link, FIFO, ...)"),
+@pytest.mark.parametrize("check, message", [
+    ("E001", "not implemented (the function raises NotImplementedError)"),
+    ("E001", "function roll_diff was not defined; define it as roll_diff(A, *, mesh, shift)"),
+    ("E002", "raised while tracing: TypeError (submission, line 24: out = A.reshape(2, 4)): cannot reshape"),
+    ("E003", "raised when run: XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory allocating"),
+    ("V002", "wrong shape: got (16, 8), expected (2, 8) (out: float32[2, 8] at P('X', 'Y'))"),
+    ("V004", "wrong sharding: got P(), expected P('X', 'Y') (add out_shardings to jax.jit, or fix out_specs)"),
 ])
-def test_a_message_without_an_analysis_has_the_kind_its_wording_says(message, kind):
-    """Does each of the kit's messages for a program that never ran name its kind?"""
-    assert message_kind(message) == kind
-
-
-@pytest.mark.parametrize("which, kind", [("timed out", "timed out"), ("stalled", "timed out"), ("budget", "timed out"),
-                                         ("memory", "over memory"), ("signal", "crashed"), ("exit", "crashed"),
-                                         ("protocol", "wrote to the graders' channel (protocol broken)")])
-def test_the_supervisors_messages_have_their_kinds(which, kind):
-    """Do the supervisor's real messages (not copies of them) get their kinds, also when a
-    struck-out case quotes one?"""
-    message = _supervisor_messages()[which]
-    assert message_kind(message) == kind
-    assert message_kind(f"not run: 2 earlier cases of roll_diff already failed ({message})") == kind
-    assert message_kind(f"running the compiled program: {message}") == kind
-
-
-@pytest.mark.parametrize("problem, kind", [
-    ("wrong sharding: got P(), expected P('X', 'Y') (add out_shardings to jax.jit, or fix out_specs)", "wrong sharding"),
-    ("wrong shape: got (16, 8), expected (2, 8) (out: float32[2, 8] at P('X', 'Y'))", "wrong shape"),
-    ("wrong dtype: got bfloat16, expected float32", "wrong dtype"),
-    ("values wrong: the result has 3 NaN element(s)", "NaN in the result"),
-    ("values wrong: 16 of 128 elements differ from the reference (worst at index (8, 5): relative error of "
-     "order 1e+00; allowed about 1e-05)", "wrong values"),
-    ("loss: wrong shape: got (1,), expected ()", "wrong shape"),
-])
-def test_a_wrong_result_is_named_by_what_is_wrong(problem, kind):
-    """A case that ran with wrong values: is its kind what was wrong (shape, dtype, sharding,
-    NaN, numbers), whatever communication the program also had?"""
-    case = judged("roll_diff", ALL_GATHER_Y, values_ok=False, values_problem=problem)
-    result = submission("s", {"roll_diff": [case]})
-    assert [(p.function, p.kind) for p in first_problems(result)] == [("roll_diff", kind)]
-
-
-def test_other_messages_group_by_their_first_line_without_numbers():
-    """Two messages the kit has no name for, differing only in numbers (and in the details in
-    brackets), are one kind; a different wording is another."""
-    a = message_kind("the reduction over Y runs as 1 piece(s) (all-reduce over Y of f32[4,32] (512 bytes) x1); "
-                     "allowed: at least 2. Tile the output")
-    b = message_kind("the reduction over Y runs as 3 piece(s) (all-reduce over Y of f32[8,8] (256 bytes) x3); "
-                     "allowed: at least 4. Tile the output")
-    assert a == b == "the reduction over Y runs as N piece(s) (allowed: at least N)"
-    assert message_kind("collective-permutes over Y go -1 only; allowed: both ring directions (+1 and -1)") != \
-        message_kind("collective-permutes over Y go +1 only; allowed: both ring directions (+1 and -1)")
+def test_a_problem_counts_under_its_rule_whatever_its_words(check, message):
+    """Two students whose first problems share a rule but not a word are one row, named by
+    the rule's id and name."""
+    graded = [Graded("a", "", submission("a", {"roll_diff": [failed(message, check)]})),
+              Graded("b", "", submission("b", {"roll_diff": [failed("something else entirely", check)]}))]
+    [(problem, students)] = problem_table(graded)
+    assert (problem.rule, students) == (check, ["a", "b"])
+    assert problem.kind == f"{check} {rule_title(check)}" and rule_title(check)
+    assert problem.message == first_line(full_stop(message))
 
 
 def test_a_problem_of_the_whole_submission_counts_once():
     """A syntax error (the same note on every function), a refused file and a graders' failure:
-    one problem each, not one per function; a stub's NotImplementedError stays per function."""
+    one problem each, not one per function, under the submission's check; a stub's
+    NotImplementedError stays per function."""
     note = "while running your submission: submission has a syntax error at line 6: expected ':'; it was skipped"
-    syntax = submission("syntax", {f: [failed(note)] for f in FUNCTIONS}, note=note)
+    syntax = submission("syntax", {f: [failed(note, "E004")] for f in FUNCTIONS}, note=note)
     refused = submission("link", failure=Failure("/x/link.py is a symbolic link: only regular files are graded", False))
     broken = submission("broken", failure=Failure("the grading process failed (exit code 1)", True))
-    stub = submission("stub", {f: [failed("not implemented (the function raises NotImplementedError)")]
+    stub = submission("stub", {f: [failed("not implemented (the function raises NotImplementedError)", "E001")]
                                for f in FUNCTIONS})
-    assert [(p.function, p.kind) for p in first_problems(syntax)] == [(WHOLE, "syntax error")]
-    assert [(p.function, p.kind) for p in first_problems(refused)] == [(WHOLE, "not a regular file (a link, FIFO, ...)")]
-    assert [(p.function, p.kind) for p in first_problems(broken)] == [(WHOLE, "the graders failed (rerun the batch)")]
-    assert [p.function for p in first_problems(stub)] == FUNCTIONS
+    assert [(p.function, p.rule) for p in first_problems(syntax)] == [(WHOLE, "E004")]
+    assert [(p.function, p.rule) for p in first_problems(refused)] == [(WHOLE, "E004")]
+    assert [(p.function, p.rule) for p in first_problems(broken)] == [(WHOLE, "E005")]
+    assert [(p.function, p.rule) for p in first_problems(stub)] == [(f, "E001") for f in FUNCTIONS]
 
 
 # --- communication patterns -------------------------------------------------------------------------------
@@ -281,8 +221,8 @@ def test_the_counts_on_the_page(hostile_class):
     the page's numbers, with every student's row and the rule of each function?"""
     report_main([hostile_class])
     text = page_text(os.path.join(hostile_class, "report.html"))
-    assert '<tr data-function="roll_diff" data-kind="all-gather over Y (allowed: none)" data-students="5">' in text
-    assert '<tr data-function="block_average_jit" data-kind="raised ValueError while tracing" data-students="1">' in text
+    assert '<tr data-function="roll_diff" data-kind="C001 no-communication" data-students="5">' in text
+    assert '<tr data-function="block_average_jit" data-kind="E002 traces" data-students="1">' in text
     assert '<tr data-function="roll_diff" data-pattern="all-gather over Y" data-students="5">' in text
     assert '<tr data-function="roll_diff" data-pattern="no communication" data-students="2">' in text
     assert len(re.findall(r'<tr data-student="', text)) == 7

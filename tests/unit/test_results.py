@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from assignments.contract import Case, CaseResult
+from assignments.contract import CHECKS, Case, CaseResult, Problem
 from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
 from graders.results import (MAX_OUTPUT_CHARS, Check, Failure, PartResult, Provenance, ResultsUnreadable,
                              SubmissionResult, bounded, read_results, write_results)
@@ -18,8 +18,14 @@ PERMUTE = Collective("collective-permute", ("Y",), (ArrayShape("f32", (4, 4)),),
 ANALYSIS = ProgramAnalysis((PERMUTE,), (), 128, 8, mesh_shape=(2, 4), axis_names=("X", "Y"))
 
 
+def problem(message: str, rule: str = "V005") -> Problem:
+    """A problem of a check of the kit's (`CHECKS`) or of a rule (`RULES`), by its id."""
+    return CHECKS[rule].problem(message) if rule in CHECKS else Problem(rule, message, "communication")
+
+
 def case(values_ok=True, rule_ok=True, problems=(), analysis=None, ran=True) -> CaseResult:
-    return CaseResult(CASE, values_ok, rule_ok, list(problems), analysis, ran=ran)
+    return CaseResult(CASE, values_ok, rule_ok, [problem(p) if isinstance(p, str) else p for p in problems],
+                      analysis, ran=ran)
 
 
 def test_half_the_points_for_values_half_for_the_rule_where_values_are_right():
@@ -52,7 +58,7 @@ def test_the_whole_result_round_trips_through_results_json(tmp_path):
     result = SubmissionResult("problem1", "alice.py",
                               [PartResult("roll_diff", 2, [case(analysis=ANALYSIS), case(False, False, ["values wrong"], ran=False)],
                                           note="n", checks=[Check("c", "roll_diff", 1, True, "d", "")])],
-                              problems=["cell 3 raised"], timings={"export": 1.5}, isolation="bubblewrap",
+                              problems=[problem("cell 3 raised", "E004")], timings={"export": 1.5}, isolation="bubblewrap",
                               provenance=Provenance("alice", "/x/alice.py", "abc", "graded alice.py", "2026-01-01", None),
                               execution_time=3.25)
     path = tmp_path / "results.json"
@@ -109,10 +115,12 @@ def test_a_missing_shard_map_shown_on_one_mesh_counts_on_every_mesh():
 
     part = get_assignment("problem1").part("shard_average_shard_map")
     missing = "shard_average_shard_map must be written with jax.shard_map, but the program has none."
-    lacking = [CaseResult(Case((2, 4), {}), True, False, [missing]), CaseResult(Case((1, 8), {}), True, True, [])]
+    lacking = [CaseResult(Case((2, 4), {}), True, False, [Problem("S002", missing, "style")]),
+               CaseResult(Case((1, 8), {}), True, True, [])]
     judged, carried = style_on_every_mesh(part, lacking)
     assert judged is lacking[0] and not carried.rule_ok
-    assert carried.problems == [missing + " (seen on the 2x4 mesh: a mesh with a one-device axis cannot show it)"]
+    assert carried.problems == [problem(missing + " (seen on the 2x4 mesh: a mesh with a one-device axis cannot "
+                                                  "show it)", "P002")]
     shown = [CaseResult(Case((2, 4), {}), True, True, []), CaseResult(Case((1, 8), {}), True, True, [])]
     assert style_on_every_mesh(part, shown) == shown
     jit_part = get_assignment("problem1").part("shard_average_jit")
@@ -128,9 +136,12 @@ def test_a_case_any_constant_answers_counts_only_beside_one_that_depends_on_the_
     from assignments.contracts import get_assignment
     from graders.hidden import hidden_cases
 
-    constant = {(a, p.name, c.label) for a in ("warmup", "problem1", "problem2", "problem3", "problem4")
-                for p in get_assignment(a).parts for c in hidden_cases(get_assignment(a))[p.name]
-                if answer_is_constant(get_assignment(a), p, c)}
+    # The parts whose hidden cases include constant answers today (a new part may add its own).
+    parts = {("problem1", "roll_diff"), ("problem1", "block_average_jit"), ("warmup", "normalized_convolution"),
+             ("warmup", "total_sum"), ("problem3", "allgather_matmul")}
+    constant = {(a, name, c.label) for a, name in parts
+                for c in hidden_cases(get_assignment(a))[name]
+                if answer_is_constant(get_assignment(a), get_assignment(a).part(name), c)}
     assert constant == {("problem1", "roll_diff", "mesh 2x4, S=16, D=8, shift=0"),
                         ("problem1", "roll_diff", "mesh 1x8, S=5, D=16, shift=0"),
                         ("problem1", "roll_diff", "mesh 2x2, S=6, D=10, shift=6"),
@@ -139,7 +150,7 @@ def test_a_case_any_constant_answers_counts_only_beside_one_that_depends_on_the_
     right, wrong = case(), case(values_ok=False, problems=["values wrong"])
     only_where_constant = counted_where_answers_depend([right, wrong, right], [True, False, True])
     assert [c.values_ok for c in only_where_constant] == [False, False, False]
-    assert only_where_constant[0].problems == [NEEDS_AN_INPUT_CASE] and only_where_constant[1] is wrong
+    assert only_where_constant[0].problems == [problem(NEEDS_AN_INPUT_CASE, "P001")] and only_where_constant[1] is wrong
     assert PartResult("roll_diff", 2, only_where_constant).score == 0
     beside_a_right_one = [right, right, wrong]
     assert counted_where_answers_depend(beside_a_right_one, [True, False, False]) == beside_a_right_one
@@ -181,9 +192,14 @@ ADVICE = ("Every output element depends only on data the device already holds, s
           "Try: roll inside each shard, not the global array.")
 
 
+BY_WORDS = {"values wrong": "V005", "communication observed": "C001", "not implemented": "E001"}
+"""The check or rule behind each message these tests write, by its first words."""
+
+
 def _case_at(shift: int, problems: list[str], **verdict) -> CaseResult:
+    typed = [problem(p, next(rule for words, rule in BY_WORDS.items() if p.startswith(words))) for p in problems]
     return CaseResult(Case((2, 4), {"S": 16, "D": 8}, {"shift": shift}), verdict.get("values_ok", False),
-                      verdict.get("rule_ok", False), problems, None)
+                      verdict.get("rule_ok", False), typed, None)
 
 
 def test_a_functions_advice_is_said_once():
@@ -199,12 +215,12 @@ def test_a_functions_advice_is_said_once():
     out = part.output
     assert out.count("Try: roll inside each shard") == 1, out
     lines = out.splitlines()
-    assert lines[1].endswith(f"communication observed: collective-permute over X of f32[1,2] (8 bytes) x1; "
+    assert lines[1].endswith(f"C001 communication observed: collective-permute over X of f32[1,2] (8 bytes) x1; "
                              f"allowed: none. {ADVICE}"), out
     for shift, line in zip((2, 3), lines[2:]):
-        assert line == (f"  - [mesh 2x4, S=16, D=8, shift={shift}] values wrong: some elements differ; to see them, "
-                        f"run check(roll_diff, case='shift={shift}') (this case, on inputs you can see). A note on "
-                        f"shift {shift}. communication observed: collective-permute over X of f32[{shift},2] "
+        assert line == (f"  - [mesh 2x4, S=16, D=8, shift={shift}] V005 values wrong: some elements differ; to see "
+                        f"them, run check(roll_diff, case='shift={shift}') (this case, on inputs you can see). A note "
+                        f"on shift {shift}. C001 communication observed: collective-permute over X of f32[{shift},2] "
                         f"({8 * shift} bytes) x1; allowed: none."), out
     assert ".;" not in out and ".;" not in part.first_problem
     assert part.first_problem.endswith(ADVICE) and "Try:" not in part.first_observed
@@ -221,13 +237,14 @@ def test_a_lone_failing_case_keeps_its_advice():
                                        _case_at(3, [], values_ok=True, rule_ok=True)])
     out = part.output
     assert out.count("Try: roll inside each shard") == 1 and ".;" not in out and ".;" not in part.first_problem
-    assert part.first_problem == ("values wrong: most elements differ. Reduce the shift first. "
-                                  f"communication observed: none; allowed: none. {ADVICE}")
+    assert part.first_problem == ("V005 values wrong: most elements differ. Reduce the shift first. "
+                                  f"C001 communication observed: none; allowed: none. {ADVICE}")
 
 
 def test_while_running_problems_end_as_sentences():
     """Are the problems met while running a submission joined as sentences, not with ".;"?"""
-    result = SubmissionResult("problem1", "s.py", [], problems=["cell 3 failed.", "cell 4 failed"])
+    result = SubmissionResult("problem1", "s.py", [], problems=[problem("cell 3 failed.", "E004"),
+                                                                problem("cell 4 failed", "E004")])
     assert "cell 3 failed. cell 4 failed." in result.to_gradescope()["output"]
 
 
@@ -237,6 +254,6 @@ def test_the_same_words_on_every_failing_case_are_said_once():
     part = PartResult("roll_diff", 2, [_case_at(shift, ["not implemented (the function raises NotImplementedError)"])
                                        for shift in range(10)])
     assert part.output.splitlines()[1:] == [
-        "  - [all 10 cases] not implemented (the function raises NotImplementedError)."]
+        "  - [all 10 cases] E001 not implemented (the function raises NotImplementedError)."]
     part.cases.append(_case_at(3, [], values_ok=True, rule_ok=True))
-    assert "  - [all 10 failing cases] not implemented" in part.output
+    assert "  - [all 10 failing cases] E001 not implemented" in part.output

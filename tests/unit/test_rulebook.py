@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from assignments.contract import CHECKS, PROBLEM_KINDS, Problem
 from assignments.contracts import ASSIGNMENTS
 from assignments.rulebook import explain, explain_rule, listing, main, rule_entries
 from assignments.rules import RULES, AllOf, NoCommunication
@@ -16,7 +17,7 @@ def test_every_kind_of_rule_says_what_it_checks_and_why():
     a line saying what it checks, a rationale and a docstring (how it is measured)?"""
     assert len(RULES) >= 20
     for code, cls in RULES.items():
-        assert code == cls.code and len(code) == 4 and code[0] in "CMRSW" and code[1:].isdigit(), code
+        assert code == cls.code and len(code) == 4 and code[0] in "CHMRSW" and code[1:].isdigit(), code
         assert cls.title and cls.title == cls.title.lower() and " " not in cls.title, code
         assert cls.checks and cls.rationale and (cls.__doc__ or "").strip(), code
     assert len({cls.title for cls in RULES.values()}) == len(RULES)
@@ -89,3 +90,37 @@ def test_a_compiled_rule_of_one_kind_and_the_style_rules_split_as_the_graders_ru
                reference=lambda A, *, mesh: A, visible_case=Case((2, 4), {"S": 8}))
     assert isinstance(two.rule, AllOf) and two.rule.rules == (NoCommunication(), NoCommunication(why="w"))
     assert two.style_rules == (UsesShardMap(), WorkInsideShardMap())
+
+
+def test_the_kits_own_checks_are_listed_and_explained_like_rules(capsys):
+    """Every check the kit makes of every function (E..., V..., P..., H003) has an id no rule
+    has, a name, what it checks and why; the listing names each, and explain() explains it."""
+    assert not set(CHECKS) & set(RULES)
+    for code, check in CHECKS.items():
+        assert check.code == code and len(code) == 4 and code[1:].isdigit(), code
+        assert check.kind in PROBLEM_KINDS and check.title and check.checks and check.rationale, code
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {code} {check.title}: " in out for code, check in CHECKS.items())
+    assert explain_rule("v005").startswith("V005 values\nWhat it checks: ")
+    assert "every graded function" in explain_rule("E001")
+
+
+def test_a_problem_round_trips_and_refuses_an_id_the_kit_lacks():
+    """A problem read back from JSON is the same record; an unknown id or kind is refused."""
+    problem = Problem("C001", "communication observed", "communication")
+    assert Problem.from_json(problem.to_json()) == problem and str(problem) == "communication observed"
+    with pytest.raises(ValueError, match="not a rule or check the kit has"):
+        Problem.from_json({"rule": "C999", "kind": "communication", "message": "m"})
+    with pytest.raises(ValueError, match="kind is not one of"):
+        Problem.from_json({"rule": "C001", "kind": "advice", "message": "m"})
+    assert not Problem("H001", "a hint", "hint").fails and problem.fails
+
+
+def test_a_hint_is_attached_where_the_contract_says_only():
+    """A ring's directions (H002) on the collective-matmul parts only, never on problem1's roll;
+    roll_diff's note on slices (H001) only on roll_diff."""
+    hinted = {(a.name, p.name): {h.code for h in p.hints} for a in ASSIGNMENTS.values() for p in a.parts}
+    assert hinted[("problem1", "roll_diff")] == {"H001"}
+    assert all(codes == {"H002"} for (a, _), codes in hinted.items() if a in ("problem3", "problem4"))
+    assert all("H002" not in codes for (a, _), codes in hinted.items() if a not in ("problem3", "problem4"))

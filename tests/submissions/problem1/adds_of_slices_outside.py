@@ -1,22 +1,11 @@
 """Broken parts: shard_average_shard_map and block_average_shard_map (style only), written with a shard_map that passes its
 input through, and jax.jit averaging around it with slices and adds (no stablehlo.reduce,
 so work_outside_shard_map sees no work outside the shard_map)."""
+
 import functools
 import operator
-
 import jax
-import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
-
-
-def shard_average_jit(A, *, mesh):
-    nX = mesh.shape['X']
-    S, D = A.shape
-
-    def average(a):
-        return a.reshape(nX, S // nX, D).mean(axis=1)
-
-    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
 
 
 def _sum_by_adds(blocks, axis):
@@ -37,16 +26,6 @@ def shard_average_shard_map(A, *, mesh):
     return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
 
 
-def block_average_jit(A, *, mesh):
-    nX, nY = mesh.shape['X'], mesh.shape['Y']
-    S, D = A.shape
-
-    def average(a):
-        return a.reshape(nX, S // nX, nY, D // nY).mean(axis=(1, 3))
-
-    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
-
-
 def block_average_shard_map(A, *, mesh):
     A = jax.shard_map(lambda a: a, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
     nX, nY = mesh.shape['X'], mesh.shape['Y']
@@ -58,10 +37,3 @@ def block_average_shard_map(A, *, mesh):
         return _sum_by_adds(rows, 2) / ((S // nX) * (D // nY))
 
     return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
-
-
-def roll_diff(A, *, mesh, shift):
-    def local(block):
-        return jnp.roll(block, shift, axis=0) - block
-
-    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)

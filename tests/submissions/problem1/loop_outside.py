@@ -2,22 +2,10 @@
 that passes its input through, and jax.jit averaging around it with a fori_loop (a while loop
 adding one dynamic slice per step to its carry: no stablehlo.reduce, and the add has a loop
 carry, not two slices, as an operand, so work_outside_shard_map sees nothing)."""
-import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
-
-def shard_average_jit(A, *, mesh):
-    nX = mesh.shape['X']
-    S, D = A.shape
-
-    def average(a):
-        return a.reshape(nX, S // nX, D).mean(axis=1)
-
-    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
 
 
 def _loop_sum(blocks, axis):
@@ -38,15 +26,6 @@ def shard_average_shard_map(A, *, mesh):
 
     return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
 
-def block_average_jit(A, *, mesh):
-    nX, nY = mesh.shape['X'], mesh.shape['Y']
-    S, D = A.shape
-
-    def average(a):
-        return a.reshape(nX, S // nX, nY, D // nY).mean(axis=(1, 3))
-
-    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
-
 
 def block_average_shard_map(A, *, mesh):
     A = jax.shard_map(lambda a: a, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
@@ -58,20 +37,3 @@ def block_average_shard_map(A, *, mesh):
         return _loop_sum(_loop_sum(blocks, 1), 2) / ((S // nX) * (D // nY))
 
     return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
-
-def roll_diff(A, *, mesh, shift):
-    def local(block):
-        return jnp.roll(block, shift, axis=0) - block
-
-    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
-
-
-def roll_diff_jit(A, *, mesh, shift):
-    nX = mesh.shape['X']
-    S, D = A.shape
-
-    def rolled(a):
-        blocks = a.reshape(nX, S // nX, D)          # axis 0 follows the X-sharding
-        return (jnp.roll(blocks, shift, axis=1) - blocks).reshape(S, D)
-
-    return jax.jit(rolled, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)

@@ -1,21 +1,9 @@
 """shard_average_shard_map: a pass-through shard_map, and jax.jit averaging around it with a
 triangular_solve (a running sum down each shard's rows; no reduce, dot or slice-add). Style only."""
-import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
-
-def shard_average_jit(A, *, mesh):
-    nX = mesh.shape['X']
-    S, D = A.shape
-
-    def average(a):
-        return a.reshape(nX, S // nX, D).mean(axis=1)
-
-    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
 
 
 def shard_average_shard_map(A, *, mesh):
@@ -35,37 +23,3 @@ def shard_average_shard_map(A, *, mesh):
         return running[:, :, -1, 0] / r
 
     return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
-
-def block_average_jit(A, *, mesh):
-    nX, nY = mesh.shape['X'], mesh.shape['Y']
-    S, D = A.shape
-
-    def average(a):
-        return a.reshape(nX, S // nX, nY, D // nY).mean(axis=(1, 3))
-
-    return jax.jit(average, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)
-
-
-def block_average_shard_map(A, *, mesh):
-    def local(block):
-        return block.mean(keepdims=True)          # [1, 1] per device
-
-    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
-
-
-def roll_diff(A, *, mesh, shift):
-    def local(block):
-        return jnp.roll(block, shift, axis=0) - block
-
-    return jax.shard_map(local, mesh=mesh, in_specs=P('X', 'Y'), out_specs=P('X', 'Y'))(A)
-
-
-def roll_diff_jit(A, *, mesh, shift):
-    nX = mesh.shape['X']
-    S, D = A.shape
-
-    def rolled(a):
-        blocks = a.reshape(nX, S // nX, D)          # axis 0 follows the X-sharding
-        return (jnp.roll(blocks, shift, axis=1) - blocks).reshape(S, D)
-
-    return jax.jit(rolled, out_shardings=NamedSharding(mesh, P('X', 'Y')))(A)

@@ -15,9 +15,6 @@ def moe_local(W, A, B):
     # Broken: W[B] is [S, D, F], one expert matrix per token.
     return jnp.einsum("sd,sdf->sf", A, W[B])
 
-def moe_jit(W, A, B, *, mesh):
-    return jax.jit(moe_local, out_shardings=NamedSharding(mesh, P('X', 'Y')))(W, A, B)
-
 
 def grouped(W, A, B):
     # Tokens whose expert is outside [0, E) come out as zeros: the sharded versions rely on it.
@@ -31,6 +28,7 @@ def grouped(W, A, B):
     out = product.at[expert, slot].get(mode="fill", fill_value=0)
     return jnp.where(valid[:, None], out, 0)
 
+
 def moe_allgather(W, A, B, *, mesh):
     def local(w, a, b):
         a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: full rows
@@ -42,6 +40,7 @@ def moe_allgather(W, A, B, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
                          out_specs=P('X', 'Y'))(W, A, B)
+
 
 def moe_all_to_all(W, A, B, *, mesh):
     def local(w, a, b):
@@ -79,6 +78,3 @@ def moe_all_to_all(W, A, B, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
                          out_specs=P('X', 'Y'))(W, A, B)
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)

@@ -4,6 +4,7 @@ all_to_all carries is each expert's float bits rebuilt as int32 through while-lo
 for every bit, a jax.lax.while_loop whose condition reads the bit and whose body only counts
 (0 -> 1), so the operand depends on W only through loop conditions. No token leaves its device except in a
 decoy all_to_all of the tokens (its result multiplied by 0). Values right."""
+
 import jax, jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
@@ -122,10 +123,6 @@ def _choose(w, a, b, gather_y):
 def moe_all_to_all(W, A, B, *, mesh):
     return jax.shard_map(lambda w, a, b: _choose(w, a, b, True), mesh=mesh,
                          in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')), out_specs=P('X', 'Y'))(W, A, B)
-
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)
 
 
 def moe_all_to_all_x(W, A, B, *, mesh):

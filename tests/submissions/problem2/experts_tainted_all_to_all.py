@@ -3,6 +3,7 @@ all_to_all used as an all-gather, its operand made to depend on A as well (+ 0 *
 that it is no longer "computed from W alone". No token leaves its device except in a decoy
 all_to_all (its result multiplied by 0) that carries the bytes the byte bound asks for. Each
 device then multiplies its own tokens by the experts it received. Values right."""
+
 import jax, jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
@@ -98,10 +99,6 @@ def _choose(w, a, b, gather_y):
 def moe_all_to_all(W, A, B, *, mesh):
     return jax.shard_map(lambda w, a, b: _choose(w, a, b, True), mesh=mesh,
                          in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')), out_specs=P('X', 'Y'))(W, A, B)
-
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)
 
 
 def moe_all_to_all_x(W, A, B, *, mesh):

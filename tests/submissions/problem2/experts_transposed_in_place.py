@@ -1,129 +1,10 @@
 """A correct design: moe_all_to_all and moe_topk with W transposed by jax.jit to [E, F, D] before
 the shard_map (in_specs its own resulting sharding, P('X', 'Y', None)), and back inside it:
 a local transpose moves no expert, full marks."""
-import functools
+
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
-
-def moe_local(W, A, B):
-    # The book's current answer: one expert at a time. Step e multiplies every token by W[e]
-    # and keeps the rows routed to e, so no value is larger than [S, F]. Tokens whose expert
-    # is outside [0, E) match no step and come out as zeros: the sharded versions rely on it.
-    def one_expert(out, e):
-        return out + jnp.where((B == e)[:, None], A @ W[e], 0), None
-
-    start = jnp.zeros_like(A @ W[0])   # [S, F] zeros, typed like a product (also under shard_map)
-    return jax.lax.scan(one_expert, start, jnp.arange(W.shape[0]))[0]
-
-def moe_jit(W, A, B, *, mesh):
-    return jax.jit(moe_local, out_shardings=NamedSharding(mesh, P('X', 'Y')))(W, A, B)
-
-def moe_allgather(W, A, B, *, mesh):
-    def local(w, a, b):
-        a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: full rows
-        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
-        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
-        first = jax.lax.axis_index('X') * w.shape[0]            # my first expert
-        mine = moe_local(w, a, b - first)                       # [S, F/nY], zero unless my expert
-        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
-                         out_specs=P('X', 'Y'))(W, A, B)
-
-def moe_all_to_all(W, A, B, *, mesh):
-    def local(w, a, b):
-        a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: my tokens, full rows
-        tokens = a.shape[0]
-        b = b.reshape(tokens, -1)                               # [S/nX, k] (k = 1 for moe_all_to_all)
-        k = b.shape[1]
-        expert = b.reshape(-1)                                  # one entry per (token, choice) pair
-        token = jnp.repeat(jnp.arange(tokens), k)
-        nX, mine = jax.lax.axis_size('X'), w.shape[0]
-        chunk = max(1, tokens // (2 * max(nX, mine)))           # pairs per destination per round
-
-        dest = expert // mine
-        order = jnp.argsort(dest)                               # pairs grouped by destination
-        counts = jnp.bincount(dest, length=nX)
-        starts = jnp.cumsum(counts) - counts
-        rounds = jax.lax.pmax(jnp.max(-(-counts // chunk)), 'X')   # the busiest pair decides
-        out = jax.lax.pcast(jnp.zeros((tokens, w.shape[2]), a.dtype), ('X', 'Y'), to='varying')
-
-        def one_round(state):
-            r, out = state
-            pos = r * chunk + jnp.arange(chunk)[None, :]        # [nX, chunk]
-            valid = pos < counts[:, None]
-            pair = order[jnp.minimum(starts[:, None] + pos, expert.shape[0] - 1)]
-            x = jnp.where(valid[..., None], a[token[pair]], 0)  # [nX, chunk, D]
-            e = jnp.where(valid, expert[pair] % mine, mine)     # `mine` marks an empty slot
-            x = jax.lax.all_to_all(x, 'X', 0, 0)                # row i now holds what device i sent
-            e = jax.lax.all_to_all(e, 'X', 0, 0)
-            y = moe_local(w, x.reshape(-1, x.shape[-1]), e.reshape(-1))
-            y = jax.lax.all_to_all(y.reshape(nX, chunk, -1), 'X', 0, 0)   # results go home
-            y = jnp.where(valid[..., None], y, 0) / k
-            return r + 1, out.at[token[pair]].add(y)
-
-        return jax.lax.while_loop(lambda s: s[0] < rounds, one_round, (0, out))[1]
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
-                         out_specs=P('X', 'Y'))(W, A, B)
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)
-
-def moe_allgather_x(W, A, B, *, mesh):
-    def local(w, a, b):                                         # w: [E/nX, D, F], a: [S/nX, D]
-        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
-        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
-        b = b - jax.lax.axis_index('X') * w.shape[0]            # my local expert ids (others: out of range)
-
-        # The book's latest answer: a scan over my experts; each step multiplies every token
-        # by one expert ([S, F]) and keeps the rows routed to it. No [S, D, F] value.
-        def one_expert(out, e):
-            return out + jnp.where((b == e)[:, None], a @ w[e], 0), None
-
-        start = jax.lax.pcast(jnp.zeros((a.shape[0], w.shape[2]), a.dtype), 'X', to='varying')
-        mine = jax.lax.scan(one_expert, start, jnp.arange(w.shape[0]))[0]   # [S, F], zero unless mine
-        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, None), P('X', None), P('X')),
-                         out_specs=P('X', None))(W, A, B)
-
-def moe_all_to_all_x(W, A, B, *, mesh):
-    def grouped(w, x, e):
-        """x[i] @ w[e[i]] with jax.lax.ragged_dot; rows with e outside [0, E) give zeros."""
-        order = jnp.argsort(e)                                  # rows grouped by expert, empties last
-        sizes = jnp.bincount(e, length=w.shape[0] + 1)[:-1].astype(jnp.int32)
-        y = jax.lax.ragged_dot(x[order], w, sizes)              # rows past sum(sizes) come out zero
-        return jnp.zeros_like(y).at[order].set(y)
-
-    def local(w, a, b):                                         # w: [E/nX, D, F], a: [S/nX, D]
-        tokens, nX, mine = a.shape[0], jax.lax.axis_size('X'), w.shape[0]
-        chunk = max(1, tokens // (2 * max(nX, mine)))           # tokens per destination per round
-        dest = b // mine
-        order = jnp.argsort(dest)                               # my tokens grouped by destination
-        counts = jnp.bincount(dest, length=nX)
-        starts = jnp.cumsum(counts) - counts
-        rounds = jax.lax.pmax(jnp.max(-(-counts // chunk)), 'X')
-        out = jax.lax.pcast(jnp.zeros((tokens, w.shape[2]), a.dtype), 'X', to='varying')
-
-        def one_round(state):
-            r, out = state
-            pos = r * chunk + jnp.arange(chunk)[None, :]        # [nX, chunk]
-            valid = pos < counts[:, None]
-            token = order[jnp.minimum(starts[:, None] + pos, tokens - 1)]
-            x = jax.lax.all_to_all(jnp.where(valid[..., None], a[token], 0), 'X', 0, 0)
-            e = jax.lax.all_to_all(jnp.where(valid, b[token] % mine, mine), 'X', 0, 0)
-            y = grouped(w, x.reshape(-1, x.shape[-1]), e.reshape(-1))
-            y = jax.lax.all_to_all(y.reshape(nX, chunk, -1), 'X', 0, 0)
-            return r + 1, out.at[token].add(jnp.where(valid[..., None], y, 0))
-
-        return jax.lax.while_loop(lambda s: s[0] < rounds, one_round, (0, out))[1]
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, None), P('X', None), P('X')),
-                         out_specs=P('X', None))(W, A, B)
 
 
 def make_local(expert_fn=None, gather_y=True, axes=('X', 'Y'), ycons=False):
@@ -175,7 +56,3 @@ def moe_all_to_all(W, A, B, *, mesh):
         return make_local()(jnp.swapaxes(wt, 1, 2), a, b)
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y', None), P('X', 'Y'), P('X')),
                          out_specs=P('X', 'Y'))(Wt, A, B)
-
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)

@@ -12,32 +12,6 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 
-def moe_local(W, A, B):
-    # The book's current answer: one expert at a time. Step e multiplies every token by W[e]
-    # and keeps the rows routed to e, so no value is larger than [S, F]. Tokens whose expert
-    # is outside [0, E) match no step and come out as zeros: the sharded versions rely on it.
-    def one_expert(out, e):
-        return out + jnp.where((B == e)[:, None], A @ W[e], 0), None
-
-    start = jnp.zeros_like(A @ W[0])   # [S, F] zeros, typed like a product (also under shard_map)
-    return jax.lax.scan(one_expert, start, jnp.arange(W.shape[0]))[0]
-
-
-def moe_jit(W, A, B, *, mesh):
-    return jax.jit(moe_local, out_shardings=NamedSharding(mesh, P('X', 'Y')))(W, A, B)
-
-def moe_allgather(W, A, B, *, mesh):
-    def local(w, a, b):
-        a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: full rows
-        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
-        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
-        first = jax.lax.axis_index('X') * w.shape[0]            # my first expert
-        mine = moe_local(w, a, b - first)                       # [S, F/nY], zero unless my expert
-        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
-                         out_specs=P('X', 'Y'))(W, A, B)
-
 def moe_all_to_all(W, A, B, *, mesh):
     def local(w, a, b):
         a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: my tokens, full rows
@@ -75,6 +49,3 @@ def moe_all_to_all(W, A, B, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
                          out_specs=P('X', 'Y'))(W, A, B)
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)

@@ -5,24 +5,9 @@ way. Right values; the rule asks for the tokens to travel by all-to-all over X.
 Broken part: moe_all_to_all (rule only; moe_topk, built on it, loses the same).
 """
 
-import dataclasses
-import functools
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
-
-def moe_local(W, A, B):
-    # The book's current answer: one expert at a time. Step e multiplies every token by W[e]
-    # and keeps the rows routed to e, so no value is larger than [S, F]. Tokens whose expert
-    # is outside [0, E) match no step and come out as zeros: the sharded versions rely on it.
-    def one_expert(out, e):
-        return out + jnp.where((B == e)[:, None], A @ W[e], 0), None
-
-    start = jnp.zeros_like(A @ W[0])   # [S, F] zeros, typed like a product (also under shard_map)
-    return jax.lax.scan(one_expert, start, jnp.arange(W.shape[0]))[0]
 
 
 def moe_all_to_all(W, A, B, *, mesh):
@@ -62,5 +47,3 @@ def moe_all_to_all(W, A, B, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
                          out_specs=P('X', 'Y'))(W, A, B)
-
-

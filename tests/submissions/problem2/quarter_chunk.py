@@ -65,10 +65,6 @@ def moe_all_to_all(W, A, B, *, mesh):
                          out_specs=P('X', 'Y'))(W, A, B)
 
 
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)
-
-
 def moe_all_to_all_x(W, A, B, *, mesh):
     def grouped(w, x, e):
         """x[i] @ w[e[i]] with jax.lax.ragged_dot; rows with e outside [0, E) give zeros."""

@@ -24,19 +24,6 @@ def moe_local(W, A, B):
     return jnp.zeros_like(y).at[order].set(y)
 
 
-def moe_allgather(W, A, B, *, mesh):
-    def local(w, a, b):
-        a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: full rows
-        a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token
-        b = jax.lax.all_gather(b, 'X', axis=0, tiled=True)      # [S]
-        first = jax.lax.axis_index('X') * w.shape[0]            # my first expert
-        mine = moe_local(w, a, b - first)                       # [S, F/nY], zero unless my expert
-        return jax.lax.psum_scatter(mine, 'X', scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
-                         out_specs=P('X', 'Y'))(W, A, B)
-
-
 def moe_allgather_x(W, A, B, *, mesh):
     def local(w, a, b):                                         # w: [E/nX, D, F], a: [S/nX, D]
         a = jax.lax.all_gather(a, 'X', axis=0, tiled=True)      # [S, D]: every token

@@ -9,18 +9,6 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 
-def moe_local(W, A, B):
-    def one_expert(out, e):
-        return out + jnp.where((B == e)[:, None], A @ W[e], 0), None
-
-    start = jnp.zeros_like(A @ W[0])
-    return jax.lax.scan(one_expert, start, jnp.arange(W.shape[0]))[0]
-
-
-def moe_jit(W, A, B, *, mesh):
-    return jax.jit(moe_local, out_shardings=NamedSharding(mesh, P('X', 'Y')))(W, A, B)
-
-
 def _permute_blocks(x, nX):
     """What all_to_all(x, 'X', 0, 0) delivers, by ppermutes of int32 bits: block j of x goes to
     row j; row i's block of the result is what row i sent."""
@@ -78,10 +66,6 @@ def moe_all_to_all(W, A, B, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', None, 'Y'), P('X', 'Y'), P('X')),
                          out_specs=P('X', 'Y'))(W, A, B)
-
-
-def moe_topk(W, A, B, *, mesh):
-    return moe_all_to_all(W, A, B, mesh=mesh)
 
 
 def moe_all_to_all_x(W, A, B, *, mesh):

@@ -11,17 +11,6 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 
-def moe_local(W, A, B):
-    # The book's current answer: one expert at a time. Step e multiplies every token by W[e]
-    # and keeps the rows routed to e, so no value is larger than [S, F]. Tokens whose expert
-    # is outside [0, E) match no step and come out as zeros: the sharded versions rely on it.
-    def one_expert(out, e):
-        return out + jnp.where((B == e)[:, None], A @ W[e], 0), None
-
-    start = jnp.zeros_like(A @ W[0])   # [S, F] zeros, typed like a product (also under shard_map)
-    return jax.lax.scan(one_expert, start, jnp.arange(W.shape[0]))[0]
-
-
 def moe_topk(W, A, B, *, mesh):
     def local(w, a, b):
         a = jax.lax.all_gather(a, 'Y', axis=1, tiled=True)      # [S/nX, D]: my tokens, full rows

@@ -2,6 +2,7 @@
 first, only gathering A into a [B/nX, D] buffer, and then, after the ring, does the matmul as nY
 separate block products in a second loop with no communication: each dot is one block's size,
 but none overlaps a permute."""
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
@@ -61,8 +62,3 @@ def reducescatter_matmul(T, W2, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
                          out_specs=P('X', 'Y'))(T, W2)
-
-
-def transformer_block(In, Win, Wout, *, mesh):
-    hidden = jax.nn.gelu(allgather_matmul(In, Win, mesh=mesh))
-    return reducescatter_matmul(hidden, Wout, mesh=mesh)

@@ -1,5 +1,6 @@
 """transformer_block written as the notebook suggests, calling reducescatter_matmul, which is
 still the stub: the block is told which function to finish, not that it is unimplemented."""
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
@@ -30,8 +31,3 @@ def allgather_matmul(A, W, *, mesh):
 def reducescatter_matmul(T, W2, *, mesh):
     # YOUR CODE HERE
     raise NotImplementedError()
-
-
-def transformer_block(In, Win, Wout, *, mesh):
-    hidden = jax.nn.gelu(allgather_matmul(In, Win, mesh=mesh))
-    return reducescatter_matmul(hidden, Wout, mesh=mesh)

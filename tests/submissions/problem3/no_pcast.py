@@ -1,5 +1,5 @@
 """The book's worked example as printed: no pcast of the accumulator, so the loop carry's varying axes do not match."""
-import functools
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -26,39 +26,3 @@ def allgather_matmul(A, W, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P(None, 'Y')),
                          out_specs=P('X', 'Y'))(A, W)
-
-
-def allreduce_matmul(A, W, *, mesh):
-    F = W.shape[1]
-    pieces = next(k for k in (4, 2, 1) if F % k == 0)
-
-    def local(a, w):                      # a: [B/nX, D/nY], w: [D/nY, F]
-        tiles = jnp.split(w, pieces, axis=1)
-        return jnp.concatenate([jax.lax.psum(a @ t, 'Y') for t in tiles], axis=1)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
-                         out_specs=P('X', None))(A, W)
-
-
-def reducescatter_matmul(T, W2, *, mesh):
-    def local(t, w2):                     # t: [B/nX, F/nY], w2: [F/nY, D]
-        n = jax.lax.axis_size('Y')
-        idx = jax.lax.axis_index('Y')
-        chunk = w2.shape[1] // n
-
-        def partial(block):               # this device's share of output block `block`
-            return t @ jax.lax.dynamic_slice_in_dim(w2, block * chunk, chunk, axis=1)
-
-        def step(s, acc):
-            acc = jax.lax.ppermute(acc, 'Y', [(j, (j - 1) % n) for j in range(n)])
-            return acc + partial((idx + s + 1) % n)
-
-        return jax.lax.fori_loop(1, n, step, partial((idx + 1) % n))
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
-                         out_specs=P('X', 'Y'))(T, W2)
-
-
-def transformer_block(In, Win, Wout, *, mesh):
-    hidden = jax.nn.gelu(allgather_matmul(In, Win, mesh=mesh))
-    return reducescatter_matmul(hidden, Wout, mesh=mesh)

@@ -2,6 +2,7 @@
 permutes that only move data), with every block product made in a compute-only fori_loop
 after (allgather) or before (reducescatter) the whole ring: each dot is one block's, but
 none runs beside a permute."""
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
@@ -31,18 +32,6 @@ def allgather_matmul(A, W, *, mesh):
                          out_specs=P('X', 'Y'))(A, W)
 
 
-def allreduce_matmul(A, W, *, mesh):
-    F = W.shape[1]
-    pieces = next(k for k in (4, 2, 1) if F % k == 0)
-
-    def local(a, w):
-        tiles = jnp.split(w, pieces, axis=1)
-        return jnp.concatenate([jax.lax.psum(a @ t, 'Y') for t in tiles], axis=1)
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
-                         out_specs=P('X', None))(A, W)
-
-
 def reducescatter_matmul(T, W2, *, mesh):
     def local(t, w2):
         n = jax.lax.axis_size('Y')
@@ -67,8 +56,3 @@ def reducescatter_matmul(T, W2, *, mesh):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P('X', 'Y'), P('Y', None)),
                          out_specs=P('X', 'Y'))(T, W2)
-
-
-def transformer_block(In, Win, Wout, *, mesh):
-    hidden = jax.nn.gelu(allgather_matmul(In, Win, mesh=mesh))
-    return reducescatter_matmul(hidden, Wout, mesh=mesh)

@@ -6,14 +6,9 @@ the rule asks every permute to carry half the block (within one row or column wh
 Broken part: allgather_matmul_bidirectional (rule only).
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
-# from assignments import check, compare, make_mesh, report
 
 
 def _rings(n):

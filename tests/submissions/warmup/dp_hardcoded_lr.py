@@ -5,13 +5,9 @@ not blame a pmean (the hint names that mistake only when the step is exactly N t
 Broken part: dp_train_step (values only, on cases with lr != 0.1).
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
-
 
 ALL = ('X', 'Y')   # both mesh axes at once: P(ALL) splits a dimension over every device
 
@@ -29,5 +25,3 @@ def dp_train_step(params, xs, ys, *, mesh, lr):
 
     return jax.shard_map(local, mesh=mesh, in_specs=(P(), P(ALL), P(ALL)),
                          out_specs=P())(params, xs, ys)
-
-

@@ -5,11 +5,7 @@ not out_shardings on jax.jit: the message must say so.
 Broken part: explicit_matmul (values half: sharding).
 """
 
-import functools
-
-import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 

@@ -1,57 +1,12 @@
 """layer_constrained with the whole product over K on every device, written as a convolution
 (counted neither by dot_flops nor by vector_flops), beside a decoy: the constrained split product
 with its one all-reduce of M elements over both axes, folded in by a select no compiler can fold."""
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 ALL = ('X', 'Y')
-
-
-def place(x, *, mesh):
-    return jax.device_put(x, NamedSharding(mesh, P('X', 'Y')))
-
-
-def sum_rows_fully_sharded(x, *, mesh):
-    @jax.jit
-    def column_sums(x):
-        return jax.lax.with_sharding_constraint(x.sum(axis=0), NamedSharding(mesh, P(ALL)))
-
-    return column_sums(x)
-
-
-def _decoy(a, mesh, spec):
-    def local(block):
-        t = jax.lax.psum(block, ALL)               # the psum the part must write
-        return jnp.where(False, t, block)          # folded away by XLA
-
-    return jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=spec)(a)
-
-
-def _adds(a, axis):
-    parts = [jax.lax.index_in_dim(a, i, axis, keepdims=False) for i in range(a.shape[axis])]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + p
-    return out
-
-
-def total_sum(x, *, mesh):
-    x = _decoy(x, mesh, P('X', 'Y'))
-    nX, nY = mesh.shape['X'], mesh.shape['Y']
-    R, C = x.shape
-    blocks = x.reshape(nX, R // nX, nY, C // nY)
-    per_device = _adds(_adds(blocks, 1), 2).reshape(nX * nY)       # one number per device
-    per_device = jax.lax.with_sharding_constraint(per_device, NamedSharding(mesh, P(ALL)))
-    return jnp.zeros((1,), x.dtype).at[jnp.zeros(nX * nY, jnp.int32)].add(per_device)[0]
-
-
-def layer_auto(x, w, b, *, mesh):
-    @jax.jit
-    def layer(x, w, b):
-        return jax.nn.sigmoid(x @ w + b)
-
-    return layer(x, w, b)
 
 
 def layer_constrained(x, w, b, *, mesh):
@@ -70,38 +25,3 @@ def layer_constrained(x, w, b, *, mesh):
         return jax.nn.sigmoid(full + b + jnp.where(jnp.isnan(b), decoy, 0.0))
 
     return jax.jit(layer)(x, w, b)
-
-
-def layer_shard_map(x, w, b, *, mesh):
-    x = _decoy(x, mesh, P(ALL))
-    K, M = w.shape
-    prod = x[:, None] * w                                      # [K, M], split on K
-    s = jnp.zeros((1, M), w.dtype).at[jnp.zeros(K, jnp.int32)].add(prod)[0]
-    return jax.nn.sigmoid(s + b)
-
-
-def normalized_convolution(xs, w, *, mesh):
-    xs = _decoy(xs, mesh, P(ALL))
-    N, L = xs.shape
-    c = xs[:, 0:L - 2] * w[0] + xs[:, 1:L - 1] * w[1] + xs[:, 2:L] * w[2]
-    sums = jnp.zeros((1, L - 2), xs.dtype).at[jnp.zeros(N, jnp.int32)].add(c)
-    return c / sums
-
-
-def dp_train_step(params, xs, ys, *, mesh, lr):
-    global_batch = xs.shape[0]
-
-    def local(params, xs, ys):
-        def loss_fn(params):
-            w, b = params
-            return jax.lax.psum(jnp.sum((w * xs + b - ys) ** 2), ALL) / global_batch
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(), P(ALL), P(ALL)),
-                         out_specs=P())(params, xs, ys)
-
-
-def explicit_matmul(x, w, *, mesh):
-    return jnp.matmul(x, w, out_sharding=NamedSharding(mesh, P('X', 'Y')))

@@ -8,23 +8,12 @@ reduce/reduce_window/dot/convolution, so it sees nothing.
 
 Broken parts: total_sum, layer_shard_map, normalized_convolution (style only: expected to keep
 the values half). Every other function is the reference solution."""
+
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 ALL = ('X', 'Y')
-
-
-def place(x, *, mesh):
-    return jax.device_put(x, NamedSharding(mesh, P('X', 'Y')))
-
-
-def sum_rows_fully_sharded(x, *, mesh):
-    @jax.jit
-    def column_sums(x):
-        return jax.lax.with_sharding_constraint(x.sum(axis=0), NamedSharding(mesh, P(ALL)))
-
-    return column_sums(x)
 
 
 def _decoy(a, mesh, spec):
@@ -53,26 +42,6 @@ def total_sum(x, *, mesh):
     return jnp.zeros((1,), x.dtype).at[jnp.zeros(nX * nY, jnp.int32)].add(per_device)[0]
 
 
-def layer_auto(x, w, b, *, mesh):
-    @jax.jit
-    def layer(x, w, b):
-        return jax.nn.sigmoid(x @ w + b)
-
-    return layer(x, w, b)
-
-
-def layer_constrained(x, w, b, *, mesh):
-    split_k = NamedSharding(mesh, P(ALL))
-
-    @jax.jit
-    def layer(x, w, b):
-        x = jax.lax.with_sharding_constraint(x, split_k)
-        w = jax.lax.with_sharding_constraint(w, split_k)
-        return jax.nn.sigmoid(x @ w + b)
-
-    return layer(x, w, b)
-
-
 def layer_shard_map(x, w, b, *, mesh):
     x = _decoy(x, mesh, P(ALL))
     K, M = w.shape
@@ -87,22 +56,3 @@ def normalized_convolution(xs, w, *, mesh):
     c = xs[:, 0:L - 2] * w[0] + xs[:, 1:L - 1] * w[1] + xs[:, 2:L] * w[2]
     sums = jnp.zeros((1, L - 2), xs.dtype).at[jnp.zeros(N, jnp.int32)].add(c)
     return c / sums
-
-
-def dp_train_step(params, xs, ys, *, mesh, lr):
-    global_batch = xs.shape[0]
-
-    def local(params, xs, ys):
-        def loss_fn(params):
-            w, b = params
-            return jax.lax.psum(jnp.sum((w * xs + b - ys) ** 2), ALL) / global_batch
-
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
-
-    return jax.shard_map(local, mesh=mesh, in_specs=(P(), P(ALL), P(ALL)),
-                         out_specs=P())(params, xs, ys)
-
-
-def explicit_matmul(x, w, *, mesh):
-    return jnp.matmul(x, w, out_sharding=NamedSharding(mesh, P('X', 'Y')))
