@@ -11,14 +11,21 @@ labelled so.
 
 **The slice.** Each mesh axis is laid on one axis of the slice's physical topology
 (`slice_for`), and is a *ring* only where the hardware has a wraparound link (Part 2):
-TPU v5e and v6e wrap around only on a full 16-chip axis, TPU v4 and v5p on axes of a multiple
-of 4 chips; anything else is a *line*. The 8 GPUs of an H100 node all reach one NVLink
-switch: every GPU sends through its own port (`switch`). Every estimate prints the mapping.
+TPU v5e and v6e wrap around only on a full 16-chip axis; TPU v4 and v5p only in slices made
+of full 4x4x4 cubes (64 chips, or multiples: the optical switches close each axis of 4k chips;
+"a 2x2x4 won't have any wraparounds"), so a mesh of fewer than 64 devices lies on lines. A
+smaller mesh can still use a wrapped axis when it is laid inside a full cube, one of its
+axes on one of the cube's 4-chip axes (`cube_slice`). Anything else is a *line*. The 8 GPUs
+of an H100 node all reach one NVLink switch: every GPU sends through its own port (`switch`).
+Every estimate prints the mapping.
 
 **A collective**, one axis of n devices, one-way link bandwidth W (ICI links carry W each way
 at once); V is the whole gathered (all-gather) or reduced (reduce-scatter, all-reduce) array
 as one device holds it, O a device's all-to-all operand, b a permute's block. The time is the
-bytes on the busiest link direction divided by W (`link bytes` below; Part 3's costs):
+bytes on the busiest link direction divided by W (`link bytes` below; Part 3's costs), or, when
+that is shorter, its hops at about 1 us each (`HOP_SECONDS`, `hops`; Part 3's "note on ICI
+latency": a hop takes max(1 us, its bytes / W)), so that a collective of a few kB shows as
+latency-bound:
 
 | collective | ring (wraparound) | line (no wraparound) | switch (H100 node) |
 |---|---|---|---|
@@ -27,12 +34,14 @@ bytes on the busiest link direction divided by W (`link bytes` below; Part 3's c
 | all-to-all | n O / 8, the book's V/(4 W_ici) of the whole array nO | n O / 4 (the middle link) | (n-1)/n O |
 | permute by k places | k b one way | routed along the line | b per permute, all through one port |
 
-(For odd n the all-to-all uses floor(n/2) ceil(n/2) / n in place of n/4.) Permutes on one
-axis share its links: their loads add up per link direction, and the busiest direction sets
-the time, so permutes in opposite directions overlap on a ring but not on a line, where the
-wrapped pair of each ring (device 0 to device n-1) crosses every link the other way. Other
-collectives run one after the other. A collective over several axes uses the links of each:
-its single-axis price divided by the number of axes (Part 3).
+(For odd n the all-to-all uses floor(n/2) ceil(n/2) / n in place of n/4.) The program is
+priced step by step, as the timeline (`assignments.steps`) groups its collectives: permutes of
+one step on one axis share its links (their loads add up per link direction, and the busiest
+direction sets the step's time), so permutes in opposite directions of one step overlap on a
+ring but not on a line, where the wrapped pair of each ring (device 0 to device n-1) crosses
+every link the other way; steps, and other collectives, run one after the other. A collective
+over several axes uses the links of each: its single-axis price divided by the number of axes
+(Part 3).
 
 **What an accelerator runs.** XLA:CPU writes a reduce-scatter as an all-reduce whose result
 only feeds a dynamic-slice of one device's share; the analysis marks it
@@ -104,8 +113,9 @@ class Chip:
     H100 a GPU's NVLink bandwidth into the node's switch, one way)."""
     source: str
     wraparound: str = "16"
-    """Which axes close into rings: "16" (only a full 16-chip axis: v5e, v6e), "4" (axes of a
-    multiple of 4 chips: v4, v5p) or "switch" (all GPUs of a node on one NVLink switch)."""
+    """Which axes close into rings: "16" (only a full 16-chip axis: v5e, v6e), "cube" (axes of
+    4k chips of a slice made of full 4x4x4 cubes: v4, v5p) or "switch" (all GPUs of a node on
+    one NVLink switch)."""
     peaks: tuple[tuple[str, float], ...] = ()
     """Matmul FLOP/s by HLO operand dtype other than float32 (bf16 is `flops_per_s`)."""
     peak_source: str = ""
@@ -181,9 +191,9 @@ def _tpu(name, bf16, int8, hbm, link, wraparound):
 
 
 CHIPS: dict[str, Chip] = {c.name: c for c in (
-    _tpu("TPU v4", 2.75e14, 2.75e14, 1.2e12, 4.5e10, "4"),
+    _tpu("TPU v4", 2.75e14, 2.75e14, 1.2e12, 4.5e10, "cube"),
     _tpu("TPU v5e", 1.97e14, 3.94e14, 8.1e11, 4.5e10, "16"),
-    _tpu("TPU v5p", 4.59e14, 9.18e14, 2.8e12, 9.0e10, "4"),
+    _tpu("TPU v5p", 4.59e14, 9.18e14, 2.8e12, 9.0e10, "cube"),
     _tpu("TPU v6e", 9.20e14, 1.84e15, 1.6e12, 9.0e10, "16"),
     Chip("H100", 9.9e14, 3.35e12, 4.5e11, BOOK_PART12 + " (NVLink 4: 900 GB/s per GPU, 450 GB/s one way)",
          "switch", peaks=(("bf16", 9.9e14), ("s32", 3.35e13), ("s8", 1.98e15)),
@@ -227,10 +237,13 @@ class Slice:
 
     chip: Chip
     axes: tuple[AxisLinks, ...]
+    within: str = ""
+    """Where the mesh lies when it is part of a larger slice, e.g. "inside a 4x4x4 cube"."""
 
     @property
     def name(self) -> str:
-        return f"{self.chip.name} {'x'.join(str(a.size) for a in self.axes) or '1'}"
+        shape = 'x'.join(str(a.size) for a in self.axes) or '1'
+        return f"{self.chip.name} {shape}" + (f" ({self.within})" if self.within else "")
 
     def axis(self, name: str) -> AxisLinks | None:
         return next((a for a in self.axes if a.name == name), None)
@@ -239,8 +252,14 @@ class Slice:
         return f"{self.name} slice: " + "; ".join(map(str, self.axes))
 
 
-def axis_links(on: Chip, name: str, size: int, wraparound: bool | None = None) -> AxisLinks:
-    """The book's Part 2 rule for one mesh axis of `size` devices laid on one axis of the slice."""
+CUBE = 64
+"""Chips in a full 4x4x4 cube of a TPU v4 or v5p: the smallest slice with wraparound links."""
+
+
+def axis_links(on: Chip, name: str, size: int, wraparound: bool | None = None,
+               chips: int | None = None) -> AxisLinks:
+    """The book's Part 2 rule for one mesh axis of `size` devices laid on one axis of a slice of
+    `chips` chips (unknown: a slice no larger than the axis needs)."""
     if on.wraparound == "switch":
         return AxisLinks(name, size, "switch", "NVLink switch within a node")
     if wraparound is not None:
@@ -249,9 +268,12 @@ def axis_links(on: Chip, name: str, size: int, wraparound: bool | None = None) -
         ring = size == 16
         why = "a full 16-chip axis wraps around" if ring else "v5e/v6e wrap around only on a full 16-chip axis"
     else:
-        ring = size % 4 == 0
-        why = ("axes of a multiple of 4 chips wrap around" if ring
-               else "v4/v5p wrap around only on axes of a multiple of 4 chips")
+        chips = size if chips is None else chips
+        cubes = chips % CUBE == 0
+        ring = cubes and size % 4 == 0
+        why = ("an axis of a slice of full 4x4x4 cubes wraps around" if ring
+               else "v4/v5p wrap around only on an axis of 4k chips of a slice of full 4x4x4 cubes"
+               if cubes else f"a slice of fewer than {CUBE} chips (less than a full 4x4x4 cube) has no wraparound")
     return AxisLinks(name, size, "ring" if ring else "line", why)
 
 
@@ -263,8 +285,29 @@ def slice_for(on: Chip | str, mesh_shape, axis_names, wraparound: dict | None = 
         raise ValueError(f"{on.name}: the model covers one NVLink node of {on.node_size} GPUs, "
                          f"not {math.prod(mesh_shape)}")
     wraparound = wraparound or {}
-    return Slice(on, tuple(axis_links(on, a, int(n), wraparound.get(a))
+    chips = math.prod(int(n) for n in mesh_shape)
+    return Slice(on, tuple(axis_links(on, a, int(n), wraparound.get(a), chips)
                            for a, n in zip(axis_names, mesh_shape)))
+
+
+def cube_slice(on: Chip | str, mesh_shape, axis_names, ring: str) -> Slice:
+    """A mesh of fewer than 64 devices laid inside one full 4x4x4 cube of a TPU v4 or v5p (the
+    smallest slice whose axes wrap around, Part 2): mesh axis `ring`, of 4 devices, on one of
+    the cube's 4-chip axes, which the cube's wraparound closes into a ring; every other mesh axis
+    on part of another cube axis, a line. The rest of the cube runs other work (say, other
+    replicas of the model) and is not priced."""
+    on = chip(on) if isinstance(on, str) else on
+    if on.wraparound != "cube":
+        raise ValueError(f"{on.name} is not built of 4x4x4 cubes")
+    sizes = dict(zip(axis_names, (int(n) for n in mesh_shape)))
+    if sizes.get(ring) != 4 or any(n > 4 for a, n in sizes.items() if a != ring) \
+            or math.prod(sizes.values()) > CUBE:
+        raise ValueError(f"a {'x'.join(map(str, sizes.values()))} mesh with {ring} of 4 does not fit one "
+                         f"4x4x4 cube that way")
+    return Slice(on, tuple(
+        AxisLinks(a, n, "ring", "a full 4-chip axis of a 4x4x4 cube: its wraparound closes it") if a == ring
+        else AxisLinks(a, n, "line", f"{n} chip{'s' if n != 1 else ''} of a 4-chip cube axis: no wraparound between them")
+        for a, n in sizes.items()), within="inside a 4x4x4 cube")
 
 
 def _slice_of(analysis: ProgramAnalysis, on: Chip | Slice | str) -> Slice:
@@ -296,9 +339,48 @@ class Price:
     sent_bytes: float
     """Bytes each device sends (all its links together)."""
     link_bytes: float
-    """Bytes on the busiest link direction: the time is link_bytes / W."""
+    """Bytes on the busiest link direction."""
     seconds: float
+    """max(link_bytes / W, hops x `HOP_SECONDS`): bandwidth- or latency-bound."""
     note: str = ""
+    hops: int = 0
+    """Link hops its data takes one after the other (`hops`); 0 on an NVLink switch."""
+
+    @property
+    def latency_bound(self) -> bool:
+        """Its hops take longer than its bytes (`seconds` is then hops x `HOP_SECONDS`)."""
+        return self.hops > 0 and self.seconds == self.hops * HOP_SECONDS
+
+
+HOP_SECONDS = 1e-6
+"""Time one hop over an ICI link takes whatever the bytes: about 1 us (the book's Part 3, "A note
+on ICI latency"). The book prices a hop at max(1 us, its bytes / W), so a collective of h hops in
+a row takes at least h us: gathering or sending a few kB is latency-bound (on a v5e, anything
+under 4.5e10 B/s x 1 us = 45 kB a hop). The kit prices no latency for NVLink."""
+
+
+def hops(kind: str, topology: str, n: int, shift: int | None = None) -> int:
+    """Link hops the farthest data of one collective crosses, one after the other, on an axis of
+    n devices: an all-gather, reduce-scatter or all-to-all on a ring reaches the farthest device
+    in n // 2 hops each way (the book's |X| / 2), on a line from end to end in n - 1; an
+    all-reduce is a reduce-scatter and an all-gather, twice that; a permute by k places, min(k,
+    n - k) hops on a ring, and on a line the longest of its straight routes, max(k, n - k) (the
+    wrapped pairs cross the line)."""
+    if topology == "switch" or n <= 1:
+        return 0
+    if kind == "collective-permute":
+        if shift is None:
+            return 1
+        k = shift % n
+        if k == 0:
+            return 0
+        return min(k, n - k) if topology == "ring" else max(k, n - k)
+    one = n // 2 if topology == "ring" else n - 1
+    return 2 * one if kind == "all-reduce" else one
+
+
+def _seconds(link_bytes: float, w: float, hop_count: int) -> float:
+    return max(link_bytes / w, hop_count * HOP_SECONDS)
 
 
 def _topology_of(c: Collective, s: Slice) -> tuple[str, int, str]:
@@ -364,9 +446,10 @@ def price(c: Collective, on: Chip | Slice | str) -> Price:
         block = float(c.bytes)
         if len(c.shifts) == 1 and len(c.axes) == 1:
             link = max(_permute_loads(topology, n, c.shifts[0], block).values(), default=0.0)
+            h = hops(kind, topology, n, c.shifts[0])
         else:
-            link = block
-        return Price(kind, label, block, link, link / w, note)
+            link, h = block, hops(kind, topology, n)
+        return Price(kind, label, block, link, _seconds(link, w, h), _latency_note(note, link, w, h), h)
     if kind == "all-gather":
         volume = float(sum(r.bytes for r in c.results))
     else:
@@ -378,7 +461,16 @@ def price(c: Collective, on: Chip | Slice | str) -> Price:
         sent = (n - 1) / n * volume * (2 if kind == "all-reduce" else 1)
         link = sent / both
     link /= axes
-    return Price(kind, label, sent, link, link / w, note)
+    h = hops(kind, topology, n)
+    return Price(kind, label, sent, link, _seconds(link, w, h), _latency_note(note, link, w, h), h)
+
+
+def _latency_note(note: str, link: float, w: float, h: int) -> str:
+    """The price's note, with "latency-bound" when its hops take longer than its bytes."""
+    if h * HOP_SECONDS <= link / w:
+        return note
+    bound = f"latency-bound: {h} hop{'s' if h != 1 else ''} x 1 us > {link:,.0f} bytes / link bandwidth"
+    return f"{note}; {bound}" if note else bound
 
 
 def collective_seconds(c: Collective, on: Chip | Slice | str) -> float:
@@ -390,40 +482,70 @@ def collective_seconds(c: Collective, on: Chip | Slice | str) -> float:
     return price(c, on).seconds
 
 
-def _permute_groups(analysis: ProgramAnalysis, s: Slice):
-    """Single-axis permutes grouped by axis: {axis: (topology, n, [collectives])}."""
+def _pooled(analysis: ProgramAnalysis, s: Slice, collectives, runs_of) -> tuple[float, float, float]:
+    """(seconds, sent, busiest-link bytes) of `collectives` run together, each `runs_of(c)`
+    times: the permutes of one axis share its links (their loads add up per link direction;
+    the busiest direction sets the time, or their hops when those take longer: permutes that
+    run together wait out their latency together), everything else one after the other."""
+    w = s.chip.link_bytes_per_s
+    seconds = sent = link = 0.0
     groups: dict = {}
-    for c in analysis.collectives:
+    for c in collectives:
+        p = price(c, s)
+        runs = runs_of(c)
+        sent += p.sent_bytes * runs
         if c.priced_kind == "collective-permute" and len(c.shifts) == 1 and len(c.axes) == 1:
             topology, n, _ = _topology_of(c, s)
             groups.setdefault(c.axes[0], (topology, n, []))[2].append(c)
-    return groups
+        else:
+            seconds += p.seconds * runs
+            link += p.link_bytes * runs
+    for topology, n, cs in groups.values():
+        loads: dict = {}
+        latency = 0.0
+        for c in cs:
+            for key, b in _permute_loads(topology, n, c.shifts[0], float(c.bytes)).items():
+                loads[key] = loads.get(key, 0.0) + b * runs_of(c)
+            latency = max(latency, hops(c.priced_kind, topology, n, c.shifts[0]) * runs_of(c) * HOP_SECONDS)
+        busiest = max(loads.values(), default=0.0)
+        seconds += max(busiest / w, latency)
+        link += busiest
+    return seconds, sent, link
 
 
 def communication(analysis: ProgramAnalysis, on: Chip | Slice | str) -> tuple[float, float, float]:
     """(seconds, bytes each device sends, bytes on the busiest link direction) for a whole
-    execution: collectives one after the other, except that the permutes of one axis share
-    its links (their loads add up per link direction; the busiest direction sets the time)."""
+    execution, priced step by step as the timeline runs them (`assignments.steps`): the
+    collectives of one step run together (the permutes of one axis share its links: their
+    loads add up per link direction, the busiest direction sets the step's time), and steps
+    run one after the other, each as often as its collectives run. So a design that sends
+    one way in one step and the other way in the next pays for both steps, as it does on the
+    timeline. An analysis with no stages (or collectives no stage lists) is priced as one step."""
     s = _slice_of(analysis, on)
-    w = s.chip.link_bytes_per_s
+    count = lambda c: c.count or 1  # noqa: E731
+    steps: list[list] = []
+    listed: set[int] = set()
+    if analysis.stages:
+        from .steps import event_needs, group_steps
+
+        for stage in analysis.stages:
+            for step in group_steps(stage, event_needs(stage)):
+                idx = [stage.events[i].collective for i in step
+                       if 0 <= stage.events[i].collective < len(analysis.collectives)]
+                idx = [k for k in idx if k not in listed]
+                listed.update(idx)
+                if idx:
+                    steps.append([analysis.collectives[k] for k in idx])
+    rest = [c for k, c in enumerate(analysis.collectives) if k not in listed]
     seconds = sent = link = 0.0
-    grouped = {id(c) for _, _, cs in _permute_groups(analysis, s).values() for c in cs}
-    for c in analysis.collectives:
-        p = price(c, s)
-        runs = c.count or 1
-        sent += p.sent_bytes * runs
-        if id(c) not in grouped:
-            seconds += p.seconds * runs
-            link += p.link_bytes * runs
-    for topology, n, cs in _permute_groups(analysis, s).values():
-        loads: dict = {}
-        for c in cs:
-            for key, b in _permute_loads(topology, n, c.shifts[0], float(c.bytes)).items():
-                loads[key] = loads.get(key, 0.0) + b * (c.count or 1)
-        busiest = max(loads.values(), default=0.0)
-        seconds += busiest / w
-        link += busiest
-    return seconds, sent, link
+    for step in steps:
+        # One run of the step, priced together, times the runs of the step (its collectives'
+        # count; they run once per run of the stage, or of a loop inside it).
+        runs = max(count(c) for c in step)
+        t, b, l = _pooled(analysis, s, step, lambda c: count(c) / runs)
+        seconds, sent, link = seconds + t * runs, sent + b * runs, link + l * runs
+    t, b, l = _pooled(analysis, s, rest, count)
+    return seconds + t, sent + b, link + l
 
 
 def communication_seconds(analysis: ProgramAnalysis, on: Chip | Slice | str) -> float:
@@ -523,12 +645,35 @@ def _listed(analysis: ProgramAnalysis) -> str:
     return ", ".join(f"{k} x{v}" for k, v in kinds.items()) or "none"
 
 
+def with_trip_counts(analysis: ProgramAnalysis) -> ProgramAnalysis:
+    """The analysis with each loop whose trip count the compiler did not know (a `Stage` of
+    `runs` None) run as many times as its collectives were counted, when a caller counted them
+    (set `Collective.count`, as problem2 does for the rounds of its all-to-all loop).
+
+    `communication` multiplies each collective by its count; the timeline runs a stage `runs`
+    times and counts an unknown trip count once. Without this, the same program's estimated
+    time would count the loop once while its communication counts every run, and could come
+    out below its own communication time."""
+    if not analysis.stages:
+        return analysis
+    stages, changed = [], False
+    for stage in analysis.stages:
+        counts = {analysis.collectives[e.collective].count for e in stage.events
+                  if 0 <= e.collective < len(analysis.collectives)}
+        if stage.runs is None and len(counts) == 1 and None not in counts:
+            stage, changed = dataclasses.replace(stage, runs=counts.pop()), True
+        stages.append(stage)
+    return dataclasses.replace(analysis, stages=tuple(stages)) if changed else analysis
+
+
 def program_seconds(analysis: ProgramAnalysis, on: Chip | Slice | str) -> float:
     """The program's estimated time with its work in the order it compiled to
     (`assignments.steps.timeline`): a collective overlaps the matmuls that do not need its
-    result and holds up those that do; a loop's iterations run one after another."""
+    result and holds up those that do; a loop's iterations run one after another, as many as
+    its trip count, or as many as the caller counted for its collectives (`with_trip_counts`)."""
     from .steps import timeline
 
+    analysis = with_trip_counts(analysis)
     return timeline(analysis, _slice_of(analysis, on)).total_s
 
 
@@ -571,7 +716,8 @@ def comparison_table(programs: dict[str, ProgramAnalysis], on: Chip | Slice | st
         *([f"matmuls: {next(iter(matmuls.values()))}"] if same and matmuls else
           [f"matmuls of {name}: {text}" for name, text in matmuls.items()]),
         "compute = max(matmul FLOPs / peak at their dtype and precision, HBM bytes / HBM bandwidth); "
-        "comm = bytes on the busiest link direction / link bandwidth; estimated = both in the order "
+        "comm = bytes on the busiest link direction / link bandwidth, or 1 us per link hop when that is "
+        "longer (the book's Part 3: a small collective is latency-bound), step by step; estimated = both in the order "
         "the compiled program runs them: a collective overlaps the matmuls that do not need its "
         "result and holds up those that do",
         *[("* " if "dynamic-slice" in n else "") + n for n in notes],
@@ -584,13 +730,15 @@ def collective_table(analysis: ProgramAnalysis, on: Chip | Slice | str = "TPU v5
     busiest link direction, time per run and in all."""
     s = _slice_of(analysis, on)
     table = Table(title=title or f"each collective on {s.name} (estimate)", box=box.SIMPLE_HEAVY, title_justify="left")
-    for col in ("collective", "links", "per device", "runs", "bytes sent/device", "bytes busiest link",
+    for col in ("collective", "links", "per device", "runs", "bytes sent/device", "bytes busiest link", "hops",
                 "us per run", "us in all"):
         table.add_column(col, justify="left" if col in ("collective", "links", "per device") else "right")
     for c in analysis.collectives:
         p = price(c, s)
         table.add_row(p.kind + ("*" if c.accelerator_kind else ""), p.topology, c.shape,
                       "?" if c.count is None else str(c.count), f"{p.sent_bytes:,.0f}", f"{p.link_bytes:,.0f}",
-                      _us(p.seconds), "?" if c.count is None else _us(p.seconds * c.count))
-    table.caption = s.describe()
+                      str(p.hops), _us(p.seconds) + (" (latency)" if p.latency_bound else ""),
+                      "?" if c.count is None else _us(p.seconds * c.count))
+    table.caption = (s.describe() + "\nus per run = bytes on the busiest link / link bandwidth, or 1 us per hop "
+                     "when that is longer: (latency) marks a latency-bound run (the book's Part 3)")
     return table

@@ -83,8 +83,10 @@ def text_html(value) -> str:
 
 def table_html(table: Table) -> str:
     """A rich Table as an HTML table that wraps its cells to the notebook's width: text cells
-    break between words only, numbers (right-aligned columns) never, and a table still too wide
-    for a narrow window scrolls sideways rather than splitting a name or a number."""
+    break between words only, numbers (right-aligned columns) and `no_wrap` columns never (an
+    opcode split at its hyphen, "collective- / permute", reads as two words), and a table still
+    too wide for a narrow window scrolls sideways rather than splitting a name or a number.
+    A row keeps its style (`add_row(..., style="bold")`, as the profile's collectives)."""
     grid = table.box in (box.SQUARE, box.ROUNDED, box.HEAVY, box.DOUBLE)  # a picture: draw its cells
     cell = ("padding:1px 10px 1px 0;border:none;" if not grid else
             f"padding:1px 8px;border:1px solid {BORDER};") + ("text-align:{align};vertical-align:top;background:none;"
@@ -96,9 +98,11 @@ def table_html(table: Table) -> str:
     rows = []
     n = max((len(c._cells) for c in table.columns), default=0)
     for i in range(n):
+        # a row's own style (`add_row(..., style="bold")`: the profile's collectives), on each cell
+        row = _css(table.rows[i].style) if i < len(table.rows) else ""
         tds = "".join(
             f'<td style="{cell.format(align=c.justify if c.justify in ("left", "right", "center") else "left")}'
-            f'{";white-space:nowrap" if c.justify == "right" else ""}">'
+            f'{";white-space:nowrap" if c.justify == "right" or c.no_wrap else ""}{";" + row if row else ""}">'
             f'{text_html(c._cells[i]) if i < len(c._cells) else ""}</td>' for c in table.columns)
         rows.append(f"<tr style='background:none'>{tds}</tr>")
     title = (f'<div style="font-weight:bold;margin-bottom:2px">{text_html(table.title)}</div>'

@@ -89,11 +89,13 @@ def summary_table(prof: Profile, top: int = 12) -> Table:
     table = Table(title=f"read from {os.path.basename(prof.path)} ({prof.runs} runs, CPU threads, not a TPU)",
                   box=box.SIMPLE_HEAVY, title_justify="left")
     for col in ("instruction", "opcode", "runs x devices", "threads", "total us", "mean us"):
-        table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right")
+        # an opcode whole: "collective-permute", never "collective- / permute" in a narrow window
+        table.add_column(col, justify="left" if col in ("instruction", "opcode") else "right", no_wrap=col == "opcode")
     for row in summary(prof)[:top]:
         style = "bold" if row["collective"] else None
+        mean = row["total_us"] / max(row["events"], 1)  # whole us past 100: the table fits a 572 px output
         table.add_row(row["instruction"], row["opcode"], str(row["events"]), str(row["threads"]),
-                      f"{row['total_us']:,.0f}", f"{row['total_us'] / max(row['events'], 1):,.1f}", style=style)
+                      f"{row['total_us']:,.0f}", f"{mean:,.1f}" if mean < 100 else f"{mean:,.0f}", style=style)
     table.caption = "collectives in bold; open the trace at https://ui.perfetto.dev to see them on a timeline"
     return table
 

@@ -4,45 +4,72 @@
 `jax.jit` version) and draws what the compiled program communicates:
 
 - for every step (`assignments.steps`: a loop's iterations, the code around them), the mesh
-  as a grid of devices, each collective-permute as arrows from source to target (blue towards
-  lower positions along the axis, red towards higher), the other collectives as outlines
-  around the groups of devices that act together, and the bytes each device sends;
+  as a grid of devices, each collective-permute as arrows from source to target coloured by
+  their direction around the ring (-1: to the previous device, the first wrapping round to the
+  last; +1: to the next), the other collectives as outlines around the groups of devices that
+  act together, and the bytes each device sends. On a ring (a mesh axis with a wraparound
+  link, `assignments.costs.axis_links`) the wrapped pair is one arc, "wraparound link"; on a
+  line (none) every pair is drawn link by link in the colour of its way of travel, the wrapped
+  pair (dashed) through every link, with the bytes each link carries each way beside it, so a
+  one-way ring shows both directions of a line's links busy;
 - a loop of many iterations as its first few, then one box for the rest;
 - a timeline on one time scale for all programs: when the links and the matrix units are busy,
-  step by step, from the cost model (`assignments.costs`: the book's figures for a chip).
+  step by step, from the cost model (`assignments.costs`: the book's figures for a chip);
+- a legend of what is drawn, and only that: each ring direction with one of its arrows and
+  its wrap-around one (on a line, each way of travel and a routed pair), the links' bytes,
+  each kind of outline, the timeline's two lanes.
 
-In a notebook it is one SVG picture whose colours are JupyterLab's theme variables (light
-and dark); anywhere else, the same content as a list of steps. `draw_schedule` draws analyses
-you already have (`assignments.analyze`, or the graders' JSON).
+In a notebook it is one SVG picture, its text at the notebook's body size in the page's own
+colour and its lines in JupyterLab's theme colours (light and dark); anywhere else, the same
+content as a list of steps. `draw_schedule` draws analyses you already have
+(`assignments.analyze`, or the graders' JSON).
 """
 from __future__ import annotations
 
 import dataclasses
 import html
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-from .display import BORDER, COLORS, DIM, FONT
+from .display import FONT
 from .hlo import Collective, ProgramAnalysis
 from .steps import TimedStage, Timeline, timeline
 
 UNROLL = 3
 """Iterations of a loop drawn one by one; the rest become one box (all of them when only one
 more would be left)."""
-WIDTH = 640
-"""The picture's width in pixels: about what a notebook's output area has at a 1024 px wide
-window with the file browser open (the picture shrinks with a narrower one)."""
-TEXT = "var(--jp-content-font-color1, #212121)"
-FAINT = "var(--jp-border-color2, #e0e0e0)"
-CELL_FILL = "var(--jp-layout-color2, #eeeeee)"
-COMPUTE_FILL = "var(--jp-content-font-color3, #9e9e9e)"
-NETWORK_FILL = COLORS["cyan"]
-# Lines and labels need 3:1 against the page in both themes (JupyterLab's orange and cyan have
-# less on white), so the second colour of a ring and the all-to-all's are the code editor's.
-TOWARDS_LOWER, TOWARDS_HIGHER, ACROSS = COLORS["blue"], "var(--jp-mirror-editor-string-color, #ba2121)", TEXT
-PURPLE = "var(--jp-mirror-editor-operator-color, #7800c2)"
-GROUP_COLORS = {"all-gather": COLORS["blue"], "reduce-scatter": COLORS["green"], "all-reduce": COLORS["green"],
+WIDTH = 560
+"""The picture's width in pixels: what a notebook's output area has at a 1024 px wide window
+with the file browser open (572 px in JupyterLab 4), so that its text is drawn at `SIZE` there
+and wherever there is more room (a narrower window shrinks the whole picture)."""
+SIZE = 13
+"""Every text's size in pixels: the body text of where the picture is shown (a notebook's
+outputs, `--jp-code-font-size`, and the feedback page's messages)."""
+LINE = SIZE + 4
+"""From one line of text to the next."""
+
+# Text is drawn in the page's own colour (currentColor): JupyterLab's light and dark themes,
+# the feedback page, the class report and any other front end alike; secondary text and faint
+# lines are that colour, less opaque. Coloured lines are JupyterLab's theme colours (3:1 against
+# the page in both themes), and their fallbacks, for pages without the theme's variables, have
+# 3:1 against white and against a dark page (#111) both.
+TEXT = "currentColor"
+SECONDARY = 0.78
+"""Opacity of secondary text (what a collective moves, the timeline's lanes and ticks): 11:1
+against white and against #111, where JupyterLab's grey (--jp-content-font-color2) has 4.6:1."""
+MINUS = "var(--jp-brand-color1, #1976d2)"
+"""Arrows of a permute in the -1 direction of its ring (to the previous device, and the first to the last)."""
+PLUS = "var(--jp-mirror-editor-string-color, #d32f2f)"
+"""Arrows in the +1 direction (to the next device, and the last to the first)."""
+ACROSS = TEXT
+"""Arrows between devices that differ along both mesh axes: no ring direction."""
+GREEN = "var(--jp-success-color1, #388e3c)"
+PURPLE = "var(--jp-mirror-editor-operator-color, #ab47bc)"
+ORANGE = "var(--jp-warn-color0, #e65100)"
+NETWORK_FILL = "var(--jp-info-color1, #00838f)"
+GROUP_COLORS = {"all-gather": ORANGE, "reduce-scatter": GREEN, "all-reduce": GREEN,
                 "all-to-all": PURPLE, "ragged-all-to-all": PURPLE}
 CHAR = 0.6
 """Width of a monospace character, in units of its font size."""
@@ -143,61 +170,125 @@ def _tile_heading(t: Tile, compact: bool) -> str:
     return f"step {t.first} (loop {t.iteration}/{runs if runs is not None else '?'})"
 
 
-def _tile_lines(analysis: ProgramAnalysis, t: Tile) -> list[tuple[str, str]]:
-    """(text, colour) lines under a tile: each collective, then the step's times."""
+class Line(NamedTuple):
+    """A line of text under a tile or in the legend."""
+
+    text: str
+    dim: bool = False
+    """Secondary text (what a collective moves, the times' comment)."""
+    mark: str = ""
+    """A swatch drawn before the text: "arrow+", "arrow-" (an arrow pointing right, left),
+    "outline", "bar:network", "bar:compute" (a timeline bar of that lane); "" for none."""
+    colour: str = TEXT
+    """The swatch's colour: the arrows' or outlines' it names."""
+    indent: bool = False
+    """Set under the swatch's text (what that collective moves), though it has none itself."""
+
+
+def _tile_lines(analysis: ProgramAnalysis, t: Tile) -> list[Line]:
+    """The lines under a tile: each collective (with a swatch of its arrows or outlines) and
+    what it moves, then the step's times."""
     if t.step < 0:
         per_run = len(t.stage.steps)
         if t.more is None:
-            return [(f"steps {t.first}..", DIM), ("as many as the run decides", DIM)]
-        return [(f"steps {t.first}-{t.first + t.more * per_run - 1}", DIM), ("the same as above", DIM)]
+            return [Line(f"steps {t.first}..", True), Line("as many as the run decides", True)]
+        return [Line(f"steps {t.first}-{t.first + t.more * per_run - 1}", True), Line("the same as above", True)]
     lines = []
     for i in t.stage.steps[t.step]:
         c = analysis.collectives[i]
-        colour = _permute_colour(c) if c.kind == "collective-permute" else GROUP_COLORS.get(c.priced_kind, ACROSS)
-        lines.append((_label(c, short=True), colour))
-        lines.append((_moves(c), DIM))
+        if c.kind == "collective-permute":
+            # the colour of its arrows: one ring direction's, or the text's for a mix
+            grid = Grid.of(analysis)
+            signs = {(v > 0) - (v < 0) for v in (_ring_step(grid, s, d) for s, d in pairs_of(analysis, c))}
+            step = signs.pop() if len(signs) == 1 else 0
+            mark, colour = "arrow-" if step < 0 else "arrow+", _direction_colour(step)
+        else:
+            mark, colour = "outline", GROUP_COLORS.get(c.priced_kind, ACROSS)
+        lines.append(Line(_label(c, short=True), mark=mark, colour=colour))
+        lines.append(Line(_moves(c), True, indent=True))
     comm = t.stage.step_seconds("network", t.step)
     compute = t.stage.step_compute(t.step)
     if not compute:
-        return lines + [(f"links {_time(comm)}", TEXT), ("no matmul in this step", DIM)]
+        return lines + [Line(f"links {_time(comm)}"), Line("no matmul in this step", True)]
     together = "at the same time" if t.stage.step_overlaps(t.step) else "one after the other"
-    return lines + [(f"links {_time(comm)}, matmul {_time(compute)}", TEXT), (together, DIM)]
+    return lines + [Line(f"links {_time(comm)}, matmul {_time(compute)}"), Line(together, True)]
 
 
 # ---------------------------------------------------------------------------------------
 # The mesh, with arrows and groups
 
 
+LINK_LABEL = 7
+"""Characters of a link's bytes label ("512 KiB") that the gap beside a line's link makes room for."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """Where each device sits in a tile: rows along the mesh's first axis, columns along
-    its last (as `assignments.show_mesh` draws it)."""
+    its last (as `assignments.show_mesh` draws it), and how the slice wires each."""
 
     rows: int
     cols: int
-    cell: int = 22
+    cell: int = 26
+    """A device's square: wide enough for its name ("d7") at `SIZE`."""
     bulge: int = 10
     gap: int = 22
     """Between neighbours, for their arrows (arcs of longer jumps need more)."""
+    topology: tuple[str, str] = ("ring", "ring")
+    """How the slice wires the rows' axis (moving from row to row) and the columns' axis:
+    "ring" (a wraparound link closes it), "line" (none: a pair from one end to the other
+    crosses every link between), or "switch" (`assignments.costs.AxisLinks.topology`).
+    Without a slice, or for rows that merge several mesh axes, "ring": every pair drawn
+    as its own arrow."""
+    moves: tuple[bool, bool] = (False, False)
+    """Whether some permute moves data from row to row, and along a row: only then does the
+    grid make room for the labels of that axis's links (or arcs)."""
 
     @classmethod
-    def of(cls, analysis: ProgramAnalysis) -> "Grid":
+    def of(cls, analysis: ProgramAnalysis, on=None) -> "Grid":
+        """The grid of an analysis's mesh; `on`, an `assignments.costs.Slice`, says which of
+        its two axes are lines."""
         shape = analysis.mesh_shape or (1, analysis.num_devices)
         rows, cols = int(np.prod(shape[:-1], dtype=int)) if len(shape) > 1 else 1, int(shape[-1])
-        small = max(rows, cols) > 4   # 8 in a line: smaller cells, so that two tiles fit a row
-        return cls(rows, cols, cell=20 if small else 22, gap=14 if small else 22)
+        small = max(rows, cols) > 4   # 8 in a line: narrower gaps, so that two tiles fit a row
+        topology = ("ring", "ring")
+        if on is not None and analysis.axis_names and len(analysis.axis_names) == len(shape) <= 2:
+            wired = [on.axis(name) for name in analysis.axis_names]
+            wired = [w.topology if w is not None else "ring" for w in wired]
+            topology = ("ring", wired[0]) if len(wired) == 1 else (wired[0], wired[1])
+        grid = cls(rows, cols, cell=26, gap=12 if small else 22, topology=topology)
+        pairs = [p for c in analysis.collectives if c.kind == "collective-permute" for p in pairs_of(analysis, c)]
+        places = [(grid.place(s), grid.place(t)) for s, t in pairs if s != t]
+        moves = (any(c1 == c2 for (_, c1), (_, c2) in places), any(r1 == r2 for (r1, _), (r2, _) in places))
+        return dataclasses.replace(grid, moves=moves)
+
+    def line(self, horizontal: bool) -> bool:
+        """Whether pairs along a row (`horizontal`) or a column are routed link by link."""
+        return self.topology[1 if horizontal else 0] == "line"
+
+    @property
+    def _label_gap(self) -> int:
+        """A gap wide enough for the bytes labels of two neighbouring links."""
+        return math.ceil(LINK_LABEL * CHAR * SIZE) - self.cell + 8
 
     @property
     def gap_x(self) -> int:
-        return max(2 * self.bulge + 8, self.gap) if self.rows > 2 else self.gap
+        gap = max(2 * self.bulge + 8, self.gap) if self.rows > 2 else self.gap
+        if self.line(True) and self.moves[1] or self.line(False) and self.moves[0]:
+            gap = max(gap, self._label_gap)   # labels above and below a row's links, or beside a column's
+        return gap
 
     @property
     def gap_y(self) -> int:
-        return max(2 * self.bulge + 10, self.gap) if self.cols > 2 else self.gap
+        gap = max(2 * self.bulge + 10, self.gap) if self.cols > 2 else self.gap
+        if self.line(True) and self.moves[1]:
+            gap = max(gap, 2 * SIZE + 10)     # one row's labels below its links, the next row's above
+        return gap
 
     @property
     def pad(self) -> int:
-        return self.bulge + 8
+        # room for "wraparound link" over the outermost wrap-around arcs
+        return self.bulge + 8 + (10 if self.topology[1] == "ring" and self.cols > 2 and self.moves[1] else 0)
 
     @property
     def width(self) -> int:
@@ -216,8 +307,9 @@ class Grid:
                 self.pad + r * (self.cell + self.gap_y) + self.cell / 2)
 
 
-def _ring_step(c: Collective, grid: Grid, s: int, t: int) -> int:
-    """The signed ring step of one pair along the axis it runs on (0 if it runs across both)."""
+def _ring_step(grid: Grid, s: int, t: int) -> int:
+    """The signed ring step of one pair along the axis it runs on (0 if it runs across both):
+    d0 -> d3 on a ring of 4 is -1, the first device wrapping round to the last."""
     (r1, c1), (r2, c2) = grid.place(s), grid.place(t)
     if r1 == r2:
         n, d = grid.cols, c2 - c1
@@ -229,10 +321,16 @@ def _ring_step(c: Collective, grid: Grid, s: int, t: int) -> int:
     return d if d <= n // 2 else d - n
 
 
-def _permute_colour(c: Collective) -> str:
-    if len(c.directions) != 1:
-        return ACROSS
-    return TOWARDS_LOWER if c.directions[0] < 0 else TOWARDS_HIGHER
+def _wraps(grid: Grid, s: int, t: int) -> bool:
+    """Whether a pair goes round the end of its ring (d0 -> d3 at -1, d3 -> d0 at +1)."""
+    (r1, c1), (r2, c2) = grid.place(s), grid.place(t)
+    step = _ring_step(grid, s, t)
+    return step != 0 and (c2 - c1 if r1 == r2 else r2 - r1) != step
+
+
+def _direction_colour(step: int) -> str:
+    """The colour of a ring direction's arrows, the wrap-around arc included."""
+    return ACROSS if step == 0 else MINUS if step < 0 else PLUS
 
 
 def _arrow_head(x: float, y: float, dx: float, dy: float, colour: str) -> str:
@@ -246,23 +344,25 @@ def _arrow_head(x: float, y: float, dx: float, dy: float, colour: str) -> str:
 
 
 def _arrow(grid: Grid, c: Collective, s: int, t: int) -> str:
-    """A pair's path: straight between neighbours (towards lower positions above the centre
-    line, towards higher below it), an arc past the devices in between for longer jumps."""
+    """A pair's path: straight between neighbours (the -1 direction above the centre line, or
+    left of it, +1 below or right), an arc past the devices in between for longer jumps and
+    for the wrap-around (on the same side as its direction's other arrows)."""
     (r1, c1), (r2, c2) = grid.place(s), grid.place(t)
     (x1, y1), (x2, y2) = grid.center(s), grid.center(t)
-    step, half = _ring_step(c, grid, s, t), grid.cell / 2
-    colour = ACROSS if step == 0 else (TOWARDS_LOWER if step < 0 else TOWARDS_HIGHER)
+    step, half = _ring_step(grid, s, t), grid.cell / 2
+    colour = _direction_colour(step)
+    side = cy = 0                                        # an arc's side and control point
     if r1 == r2 and abs(c2 - c1) == 1 or c1 == c2 and abs(r2 - r1) == 1:
         horizontal = r1 == r2
         sign = (c2 - c1) if horizontal else (r2 - r1)
-        off = 5 * sign                                   # lower positions: up (or left)
+        off = 5 * sign                                   # -1: up (or left)
         if horizontal:
             x1, x2, y1, y2 = x1 + sign * half, x2 - sign * half, y1 + off, y2 + off
         else:
             x1, x2, y1, y2 = x1 + off, x2 + off, y1 + sign * half, y2 - sign * half
         path, tangent = f"M{x1:.1f},{y1:.1f} L{x2:.1f},{y2:.1f}", (x2 - x1, y2 - y1)
     elif r1 == r2 or c1 == c2:
-        side = -1 if step < 0 else 1                      # above (left of) the row for lower
+        side = -1 if step < 0 else 1                      # above (left of) the row for -1
         span = abs(c2 - c1) if r1 == r2 else abs(r2 - r1)
         depth = half + 2 * grid.bulge * min(1.0, 0.55 + 0.15 * span)
         if r1 == r2:
@@ -279,9 +379,90 @@ def _arrow(grid: Grid, c: Collective, s: int, t: int) -> str:
         k = half / max(abs(dx), abs(dy), 1e-9)
         x1, y1, x2, y2 = x1 + k * dx, y1 + k * dy, x2 - k * dx, y2 - k * dy
         path, tangent = f"M{x1:.1f},{y1:.1f} L{x2:.1f},{y2:.1f}", (dx, dy)
-    return (f'<g class="arrow" data-pair="{s}-{t}"><title>d{s} -&gt; d{t}: {_esc(_bytes(c.bytes))}</title>'
+    direction = f"{step:+d}" if step else "across"
+    wraps = _wraps(grid, s, t)
+    how = f"{direction}, over the wraparound link" if wraps else direction
+    label = ""
+    if wraps and r1 == r2 and side and (side < 0 and r1 == 0 or side > 0 and r1 == grid.rows - 1):
+        # the outermost arcs (above the first row, below the last) carry their name
+        peak = (y1 + cy) / 2
+        label = ('<g data-label="wraparound">' + _text_at((x1 + x2) / 2, peak - 4 if side < 0 else peak + SIZE + 1,
+                                                          "wraparound link", anchor="middle", dim=True) + "</g>")
+    return (f'<g class="arrow" data-pair="{s}-{t}" data-direction="{direction}"'
+            f'{" data-wraparound=" + chr(34) + "1" + chr(34) if wraps else ""}>'
+            f'<title>d{s} -&gt; d{t} ({how}): {_esc(_bytes(c.bytes))}</title>'
             f'<path d="{path}" style="fill:none;stroke:{colour};stroke-width:1.6"/>'
-            f'{_arrow_head(x2, y2, *tangent, colour)}</g>')
+            f'{_arrow_head(x2, y2, *tangent, colour)}{label}</g>')
+
+
+def _along_line(grid: Grid, s: int, t: int) -> list[int] | None:
+    """The devices a pair passes on a line, `s` to `t` (both included), when it runs along an
+    axis that is a line; None for a pair on a ring, a switch, or across both axes."""
+    (r1, c1), (r2, c2) = grid.place(s), grid.place(t)
+    if s == t or not (r1 == r2 and grid.line(True) or c1 == c2 and grid.line(False)):
+        return None
+    if r1 == r2:
+        return [r1 * grid.cols + c for c in range(c1, c2 + (1 if c2 > c1 else -1), 1 if c2 > c1 else -1)]
+    return [r * grid.cols + c1 for r in range(r1, r2 + (1 if r2 > r1 else -1), 1 if r2 > r1 else -1)]
+
+
+def _travel(grid: Grid, s: int, t: int) -> int:
+    """The way a pair moves along a line: -1 towards the row's (column's) first device, +1 away."""
+    (r1, c1), (r2, c2) = grid.place(s), grid.place(t)
+    return (c2 > c1) - (c2 < c1) if r1 == r2 else (r2 > r1) - (r2 < r1)
+
+
+def _segment(grid: Grid, a: int, b: int, colour: str, dashed: bool) -> str:
+    """One link crossed from neighbour `a` to neighbour `b`, on the side of its way of travel
+    (-1 above the row's centre line, or left of the column's; +1 below, or right), a routed
+    pair's (`dashed`) further out than a neighbour's, so that a link carrying both shows both."""
+    (r1, c1), (r2, c2) = grid.place(a), grid.place(b)
+    (x1, y1), (x2, y2) = grid.center(a), grid.center(b)
+    half, horizontal = grid.cell / 2, r1 == r2
+    sign = (c2 - c1) if horizontal else (r2 - r1)
+    off = (9 if dashed else 4) * sign
+    if horizontal:
+        x1, x2, y1, y2 = x1 + sign * half, x2 - sign * half, y1 + off, y2 + off
+    else:
+        x1, x2, y1, y2 = x1 + off, x2 + off, y1 + sign * half, y2 - sign * half
+    dash = ";stroke-dasharray:4 2" if dashed else ""
+    return (f'<path data-link="{a}-{b}" d="M{x1:.1f},{y1:.1f} L{x2:.1f},{y2:.1f}" '
+            f'style="fill:none;stroke:{colour};stroke-width:1.6{dash}"/>{_arrow_head(x2, y2, x2 - x1, y2 - y1, colour)}')
+
+
+def _routed(grid: Grid, c: Collective, s: int, t: int, path: list[int]) -> str:
+    """A pair on a line, drawn link by link along its way, each link in the colour of its way
+    of travel: a ring's wrapped pair (d3 -> d0 of a ring of 4) crosses every link, the other
+    way from its neighbours, dashed."""
+    travel = _travel(grid, s, t)
+    colour, dashed = _direction_colour(travel), len(path) > 2
+    step = _ring_step(grid, s, t)
+    how = (f"ring step {step:+d}, on a line: through {', '.join(f'd{d}' for d in path[1:-1])}"
+           if dashed else f"{travel:+d}")
+    return (f'<g class="arrow" data-pair="{s}-{t}" data-direction="{travel:+d}" data-route="line">'
+            f'<title>d{s} -&gt; d{t} ({how}): {_esc(_bytes(c.bytes))}</title>'
+            + "".join(_segment(grid, a, b, colour, dashed) for a, b in zip(path, path[1:])) + "</g>")
+
+
+def _link_labels(grid: Grid, loads: dict[tuple[int, int], float]) -> str:
+    """The bytes each line link carries each way in the step, `loads[(a, b)]` for a link
+    crossed from `a` to its neighbour `b`: beside the link, on the side its arrows are drawn
+    (above a row's link for -1, below for +1; left of a column's for -1, right for +1)."""
+    out = []
+    for (a, b), n in sorted(loads.items()):
+        (r1, c1), (r2, c2) = grid.place(a), grid.place(b)
+        (x1, y1), (x2, y2) = grid.center(a), grid.center(b)
+        half = grid.cell / 2
+        if r1 == r2:
+            travel = (c2 > c1) - (c2 < c1)
+            x, y, anchor = (x1 + x2) / 2, (y1 - half - 3 if travel < 0 else y1 + half + SIZE - 1), "middle"
+        else:
+            travel = (r2 > r1) - (r2 < r1)
+            x, y, anchor = (x1 - half - 2 if travel < 0 else x1 + half + 2), (y1 + y2) / 2 + SIZE * 0.35, \
+                ("end" if travel < 0 else "start")
+        out.append(f'<g data-link-bytes="{n:.0f}" data-link="{min(a, b)}-{max(a, b)}" data-travel="{travel:+d}">'
+                   f'{_text_at(x, y, _bytes(n), anchor=anchor, dim=True)}</g>')
+    return "".join(out)
 
 
 def _group(grid: Grid, c: Collective, members: tuple[int, ...], ring: int) -> str:
@@ -328,37 +509,171 @@ def groups_of(analysis: ProgramAnalysis, c: Collective) -> tuple[tuple[int, ...]
     return tuple(tuple(int(d) for d in g) for g in ids.reshape(-1, c.group_size))
 
 
+def _paint(prop: str, colour: str, opacity: float = 1.0) -> str:
+    """A fill or a stroke, e.g. "fill:currentColor;fill-opacity:0.78"."""
+    return f"{prop}:{colour}" + (f";{prop}-opacity:{opacity:g}" if opacity < 1 else "")
+
+
+FAINT = _paint("stroke", TEXT, 0.3)
+"""A tile's frame, the timeline's grid: the text's colour, faint, on any page."""
+
+
 def _mesh(analysis: ProgramAnalysis, grid: Grid, collectives: tuple[int, ...]) -> str:
     """The devices of one tile, then each collective of its step drawn over them."""
     parts = []
     for d in range(grid.rows * grid.cols):
         x, y = grid.center(d)
         parts.append(f'<rect x="{x - grid.cell / 2:.1f}" y="{y - grid.cell / 2:.1f}" width="{grid.cell}" '
-                     f'height="{grid.cell}" rx="3" style="fill:{CELL_FILL};stroke:{BORDER}"/>'
-                     f'<text x="{x:.1f}" y="{y + 3.5:.1f}" text-anchor="middle" '
-                     f'style="font-size:10px;fill:{TEXT}">d{d}</text>')
+                     f'height="{grid.cell}" rx="3" style="{_paint("fill", TEXT, 0.08)};{_paint("stroke", TEXT, 0.5)}"/>'
+                     f'<text x="{x:.1f}" y="{y + SIZE * 0.35:.1f}" text-anchor="middle" '
+                     f'style="font-size:{SIZE}px;fill:{TEXT}">d{d}</text>')
     for ring, i in enumerate(collectives):
         c = analysis.collectives[i]
-        body = ([_arrow(grid, c, s, t) for s, t in pairs_of(analysis, c)] if c.kind == "collective-permute"
-                else [_group(grid, c, g, ring) for g in groups_of(analysis, c) if g])
+        if c.kind == "collective-permute":
+            body = [_arrow(grid, c, s, t) if (path := _along_line(grid, s, t)) is None
+                    else _routed(grid, c, s, t, path) for s, t in pairs_of(analysis, c)]
+        else:
+            body = [_group(grid, c, g, ring) for g in groups_of(analysis, c) if g]
         parts.append(f'<g class="collective" data-collective="{i}" data-kind="{_esc(c.kind)}">{"".join(body)}</g>')
-    return "".join(parts)
+    return "".join(parts) + _link_labels(grid, _line_loads(analysis, grid, collectives))
+
+
+def _line_loads(analysis: ProgramAnalysis, grid: Grid, collectives) -> dict[tuple[int, int], float]:
+    """{(a, b): bytes}: what the permutes of one step put on each link of a line, crossed
+    from device `a` to its neighbour `b` (a pair crosses every link between its ends)."""
+    loads: dict[tuple[int, int], float] = {}
+    for i in collectives:
+        c = analysis.collectives[i]
+        for s, t in pairs_of(analysis, c) if c.kind == "collective-permute" else ():
+            path = _along_line(grid, s, t)
+            for link in zip(path, path[1:]) if path else ():
+                loads[link] = loads.get(link, 0.0) + c.bytes
+    return loads
+
+
+# ---------------------------------------------------------------------------------------
+# Text, swatches and the legend
+
+
+def _text_at(x: float, y: float, text: str, size: int = SIZE, weight: str = "normal", anchor: str = "start",
+             dim: bool = False, cls: str = "") -> str:
+    c = f' class="{cls}"' if cls else ""
+    return (f'<text{c} x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" style="font-size:{size}px;'
+            f'font-weight:{weight};{_paint("fill", TEXT, SECONDARY if dim else 1.0)}">{_esc(text)}</text>')
+
+
+def _fit(text: str, width: float, size: int = SIZE) -> str:
+    """One line cut to `width` (a name in a heading)."""
+    most = max(4, int(width / (CHAR * size)))
+    return text if len(text) <= most else text[: most - 1] + "\u2026"
+
+
+def _wrap(text: str, width: float, size: int = SIZE) -> list[str]:
+    """Lines of at most `width` pixels, broken between words (a longer word where it must)."""
+    most = max(4, int(width / (CHAR * size)))
+    lines, line = [], ""
+    for word in text.split(" "):
+        while len(word) > most:
+            if line:
+                lines, line = lines + [line], ""
+            lines, word = lines + [word[:most]], word[most:]
+        if line and len(line) + 1 + len(word) > most:
+            lines, line = lines + [line], word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line] if line or not lines else lines
+
+
+SWATCH = 24
+"""Room for a swatch before a line's text."""
+
+
+def _swatch(x: float, y: float, mark: str, colour: str) -> str:
+    """A sample of what a line names, beside its text (baseline y): an arrow pointing the way
+    most of its direction's arrows do, an outline, a timeline bar."""
+    mid = y - SIZE * 0.35
+    if mark.startswith("arrow"):
+        x1, x2 = (x + 17, x + 1) if mark == "arrow-" else (x + 1, x + 17)
+        return (f'<path d="M{x1:.1f},{mid:.1f} L{x2:.1f},{mid:.1f}" style="fill:none;{_paint("stroke", colour)};'
+                f'stroke-width:1.6"/>{_arrow_head(x2, mid, x2 - x1, 0.0, colour)}')
+    if mark == "outline":
+        return (f'<rect x="{x + 1:.1f}" y="{mid - 6:.1f}" width="16" height="12" rx="3" '
+                f'style="fill:none;{_paint("stroke", colour)};stroke-width:2"/>')
+    return f'<rect x="{x + 1:.1f}" y="{mid - 5:.1f}" width="16" height="10" style="{_bar_style(mark[4:])}"/>'
+
+
+def _indent(line: Line) -> int:
+    return SWATCH if line.mark or line.indent else 0
+
+
+def _line_count(lines: list[Line], width: float) -> int:
+    return sum(len(_wrap(line.text, width - _indent(line))) for line in lines)
+
+
+def _lines_svg(lines: list[Line], x: float, y: float, width: float, weight: str = "normal") -> tuple[str, int]:
+    """Lines of text from baseline `y` down, each wrapped to `width`, its swatch before it.
+    Returns the SVG and the number of lines drawn."""
+    out, k = [], 0
+    for line in lines:
+        if line.mark:
+            out.append(_swatch(x, y + k * LINE, line.mark, line.colour))
+        for piece in _wrap(line.text, width - _indent(line)):
+            out.append(_text_at(x + _indent(line), y + k * LINE, piece, weight=weight, dim=line.dim))
+            k += 1
+    return "".join(out), k
+
+
+def _direction_text(step: int, plain: tuple[int, int] | None, wrap: tuple[int, int] | None,
+                    routed: tuple[int, int] | None = None, line: bool = False) -> str:
+    """A direction in the legend, with one of its arrows and its wrap-around one, e.g.
+    "(-1) to the previous device: d1→d0, and d0→d3 over the wraparound link"; on a line, the
+    way of travel, with a wrapped pair routed link by link, e.g. "(-1) along the line, to lower
+    devices: d1→d0, and dashed, d3→d0 through every link between"."""
+    arrow = "d{}\u2192d{}".format
+    if step == 0:
+        return f"across both mesh axes: {arrow(*(plain or wrap or routed))}"
+    if line:   # a way of travel along a line, not a ring direction
+        where = "along the line, to lower devices" if step < 0 else "along the line, to higher devices"
+    else:
+        where = {1: "to the next device", -1: "to the previous device"}.get(
+            step, f"{abs(step)} devices {'on' if step > 0 else 'back'}")
+    examples = [arrow(*plain)] if plain else []
+    if wrap:
+        examples.append(f"{'and ' if examples else ''}{arrow(*wrap)} over the wraparound link")
+    if routed:
+        examples.append(f"{'and ' if examples else ''}dashed, {arrow(*routed)} through every link between")
+    return f"({step:+d}) {where}: " + ", ".join(examples)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One entry of a legend: what it stands for (`key`, e.g. "direction=-1", "kind=all-reduce",
+    "lane=network"), drawn as a line with its swatch."""
+
+    key: str
+    line: Line
+
+
+def _legend_svg(entries: list[Entry], y: float, width: float) -> tuple[str, float]:
+    """Entries side by side from baseline `y`, on a new row when the next does not fit.
+    Returns the SVG and the height used."""
+    out, x, row = [], 0.0, 0
+    for entry in entries:
+        wide = SWATCH + len(entry.line.text) * CHAR * SIZE
+        if x > 0 and x + wide > width:
+            x, row = 0.0, row + 1
+        name, value = entry.key.split("=", 1)
+        drawn, lines = _lines_svg([entry.line], x, y + row * LINE, width - x)
+        out.append(f'<g data-legend="{_esc(name)}" data-{_esc(name)}="{_esc(value)}">{drawn}</g>')
+        if lines > 1:  # wrapped: the next entry starts a row of its own (x = width sends it there)
+            x, row = width, row + lines - 1
+        else:
+            x += wide + 18
+    return "".join(out), (row + 1) * LINE if entries else 0
 
 
 # ---------------------------------------------------------------------------------------
 # The picture
-
-
-def _text_at(x: float, y: float, text: str, colour: str = TEXT, size: int = 11, weight: str = "normal",
-             anchor: str = "start", cls: str = "") -> str:
-    c = f' class="{cls}"' if cls else ""
-    return (f'<text{c} x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" '
-            f'style="font-size:{size}px;font-weight:{weight};fill:{colour}">{_esc(text)}</text>')
-
-
-def _fit(text: str, width: float, size: int = 11) -> str:
-    most = max(4, int(width / (CHAR * size)))
-    return text if len(text) <= most else text[: most - 1] + "\u2026"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,44 +685,53 @@ class _Box:
     lines: int
 
 
-def _tile_svg(analysis: ProgramAnalysis, t: Tile, x: float, y: float, box: _Box, compact: bool) -> str:
-    grid = Grid.of(analysis)
+TOP = 26
+"""A tile's heading, above its mesh."""
+GAP = 10
+"""Between tiles."""
+
+
+def _tile_svg(analysis: ProgramAnalysis, grid: Grid, t: Tile, x: float, y: float, box: _Box, compact: bool) -> str:
     out = [f'<g class="tile" data-program="{_esc(t.program)}" data-step="{t.first}" '
            f'data-more="{"" if t.step >= 0 else (t.more if t.more is not None else "?")}" '
            f'transform="translate({x:.1f},{y:.1f})">',
-           f'<rect width="{box.width}" height="{box.height}" rx="5" style="fill:none;stroke:{FAINT}'
+           f'<rect width="{box.width}" height="{box.height}" rx="5" style="fill:none;{FAINT}'
            f'{";stroke-dasharray:5 4" if t.step < 0 else ""}"/>',
-           _text_at(8, 15, _fit(_tile_heading(t, compact), box.width - 12), weight="bold")]
-    top = 20
+           _text_at(8, SIZE + 4, _fit(_tile_heading(t, compact), box.width - 12), weight="bold")]
     if t.step >= 0:
-        out.append(f'<g transform="translate({(box.width - grid.width) / 2:.1f},{top})">'
+        out.append(f'<g transform="translate({(box.width - grid.width) / 2:.1f},{TOP})">'
                    f'{_mesh(analysis, grid, t.stage.steps[t.step])}</g>')
     else:
-        out.append(_text_at(box.width / 2, top + grid.height / 2, "\u22ee", DIM, 20, anchor="middle"))
-    for k, (text, colour) in enumerate(_tile_lines(analysis, t)):
-        out.append(_text_at(8, top + grid.height + 12 + 13 * k, _fit(text, box.width - 12, 10), colour, 10))
+        out.append(_text_at(box.width / 2, TOP + grid.height / 2 + 6, "\u22ee", 20, anchor="middle", dim=True))
+    out.append(_lines_svg(_tile_lines(analysis, t), 8, TOP + grid.height + SIZE, box.width - 14)[0])
     return "".join(out) + "</g>"
 
 
-def _layout(groups: list[tuple[str, list[Tile]]], box: _Box, width: int) -> tuple[list[tuple], int]:
+def _layout(groups: list[tuple[str, list[Tile]]], boxes: dict[str, _Box], width: int) -> tuple[list[tuple], int]:
     """Tiles flow left to right and wrap; a program starts a new row unless all its tiles fit
-    beside the last one's, and carries its name above its first tile.
-    Returns ((kind, item, x, y), ...) and the height used."""
-    gap, head = 10, 18
-    placed, x, y, row_h = [], 0, 0, 0
+    beside the last one's, and carries its name above its first tile (a row with no name
+    starting in it has no room for one). Returns ((kind, item, x, y), ...) and the height used."""
+    rows: list[list[tuple]] = [[]]   # per row: (kind, item, x)
+    x = 0
     for name, tiles in groups:
         if not tiles:
             continue
-        if x > 0 and x + len(tiles) * (box.width + gap) - gap > width:
-            x, y, row_h = 0, y + row_h + gap, 0
-        placed.append(("name", name, x, y + 13))
+        box = boxes[name]
+        if x > 0 and x + len(tiles) * (box.width + GAP) - GAP > width:
+            rows, x = rows + [[]], 0
+        rows[-1].append(("name", name, x))
         for t in tiles:
             if x > 0 and x + box.width > width:
-                x, y, row_h = 0, y + row_h + gap, 0
-            placed.append(("tile", t, x, y + head))
-            x += box.width + gap
-            row_h = max(row_h, head + box.height)
-    return placed, (y + row_h if placed else 0)
+                rows, x = rows + [[]], 0
+            rows[-1].append(("tile", t, x))
+            x += box.width + GAP
+    placed, y = [], 0
+    for row in rows:
+        head = LINE + 4 if any(kind == "name" for kind, _, _ in row) else 0
+        tall = max((boxes[item.program].height for kind, item, _ in row if kind == "tile"), default=0)
+        placed += [(kind, item, x, y + SIZE if kind == "name" else y + head) for kind, item, x in row]
+        y += head + tall + GAP
+    return placed, max(y - GAP, 0)
 
 
 def _ticks(total: float) -> list[float]:
@@ -419,14 +743,21 @@ def _ticks(total: float) -> list[float]:
     return [k * step for k in range(int(total / step + 1e-9) + 1)]
 
 
+def _bar_style(lane: str) -> str:
+    """A timeline bar: the links' in the network colour, the matrix units' in the text's, both
+    light enough that a step's number (in the text's colour) reads on them."""
+    colour = NETWORK_FILL if lane == "network" else TEXT
+    stroke = _paint("stroke", colour, 1.0 if lane == "network" else 0.6)
+    return f"{_paint('fill', colour, 0.35)};{stroke};stroke-width:0.75"
+
+
 def _bar(bar, x: float, y: float, scale: float, lane_h: int, number: int | None) -> str:
     """One bar of the timeline; a network bar carries its step's number when it fits."""
     w = max(bar.seconds * scale, 1.0)
-    fill = NETWORK_FILL if bar.lane == "network" else COMPUTE_FILL
     out = (f'<rect class="bar" data-lane="{bar.lane}" x="{x:.2f}" y="{y:.1f}" width="{w:.2f}" height="{lane_h}" '
-           f'style="fill:{fill};fill-opacity:0.75;stroke:{TEXT};stroke-opacity:0.35;stroke-width:0.5"/>')
-    if number is not None and w >= 6 * len(str(number)) + 4:
-        out += _text_at(x + w / 2, y + lane_h - 3, str(number), TEXT, 9, anchor="middle")
+           f'style="{_bar_style(bar.lane)}"/>')
+    if number is not None and w >= len(str(number)) * CHAR * SIZE + 4:
+        out += _text_at(x + w / 2, y + lane_h - 4, str(number), anchor="middle")
     return out
 
 
@@ -434,7 +765,7 @@ def _stage_bars(stage: TimedStage, t0: float, first: int, x0: float, y: float, s
     """Every run of one stage (the first 200 of a longer loop), from time t0."""
     out = []
     if (stage.runs or 1) > 1 or stage.runs is None:
-        out.append(_text_at(x0 + t0 * scale, y - 3, f"x{stage.runs if stage.runs else '?'}", DIM, 9))
+        out.append(_text_at(x0 + t0 * scale, y - 4, f"x{stage.runs if stage.runs else '?'}", dim=True))
     for r in range(min(stage.runs or 1, 200)):
         for bar in stage.bars:
             lane = 0 if bar.lane == "network" else 1
@@ -445,47 +776,45 @@ def _stage_bars(stage: TimedStage, t0: float, first: int, x0: float, y: float, s
 
 
 def _timeline_svg(timelines: dict[str, Timeline], y0: float, width: int) -> tuple[str, int]:
-    """Two lanes per program (links, matrix units) on one time scale; loops repeat their runs."""
-    x0, lane_h, right = 58, 13, 64
+    """Two lanes per program (links, matrix units) on one time scale; loops repeat their runs.
+    Returns the SVG and the height used."""
+    x0, lane_h = round(len("compute") * CHAR * SIZE) + 12, SIZE + 4
+    totals = {name: _time(tl.total_s) + (" +" if tl.unknown_runs else "") for name, tl in timelines.items()}
+    right = max((len(t) for t in totals.values()), default=0) * CHAR * SIZE + 12
     end = max((tl.total_s for tl in timelines.values()), default=0.0) or 1e-12
     scale = (width - x0 - right) / end
-    height = 20 + len(timelines) * (26 + 2 * lane_h + 8)
-    out = [_text_at(0, y0 + 12, "timeline (estimate: each loop iteration starts when the last ends)", weight="bold")]
+    heading, n = _lines_svg([Line("timeline (estimate: each loop iteration starts when the last ends)")],
+                            0, y0 + SIZE, width, weight="bold")
+    top = y0 + n * LINE + 2
+    tops, y = [], top
+    for tl in timelines.values():  # each program: its name, its loops' "xN", its two lanes
+        loops = any((s.runs or 1) > 1 or s.runs is None for s in tl.stages)
+        tops.append(y)
+        y += LINE + (LINE if loops else 0) + 2 + 2 * lane_h + 3 + 8
+    out = [heading]
     for tick in _ticks(end):  # the grid first, behind the bars
         x = x0 + tick * scale
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0 + 20}" y2="{y0 + height}" style="stroke:{FAINT}"/>')
-        out.append(_text_at(x, y0 + height + 11, _time(tick, "g"), DIM, 9, anchor="middle"))
-    y = y0 + 20
-    for name, tl in timelines.items():
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{y}" style="{FAINT}"/>')
+        out.append(_text_at(x, y + SIZE + 2, _time(tick, "g"), anchor="middle", dim=True))
+    for (name, tl), y_name in zip(timelines.items(), tops):
+        loops = any((s.runs or 1) > 1 or s.runs is None for s in tl.stages)
+        bars = y_name + LINE + (LINE if loops else 0) + 2
         out.append(f'<g class="timeline" data-program="{_esc(name)}">')
-        out.append(_text_at(x0, y + 11, _fit(name, width - x0), TEXT, 10, weight="bold"))
-        y += 26
+        out.append(_text_at(x0, y_name + SIZE, _fit(name, width - x0), weight="bold"))
         for k, lane in enumerate(("links", "compute")):
-            out.append(_text_at(x0 - 6, y + k * (lane_h + 3) + 10, lane, DIM, 10, anchor="end"))
+            out.append(_text_at(x0 - 6, bars + k * (lane_h + 3) + lane_h - 4, lane, anchor="end", dim=True))
         t0, first = 0.0, 1
         for stage in tl.stages:
-            out.append(_stage_bars(stage, t0, first, x0, y, scale, lane_h))
+            out.append(_stage_bars(stage, t0, first, x0, bars, scale, lane_h))
             t0 += stage.total_s
             first += len(stage.steps) * (stage.runs or 1)
-        total = _time(tl.total_s) + (" +" if tl.unknown_runs else "")
-        out.append(_text_at(x0 + t0 * scale + 6, y + lane_h + 2, total, TEXT, 10) + "</g>")
-        y += 2 * lane_h + 8
-    return "".join(out), int(height + 14)
+        out.append(_text_at(x0 + t0 * scale + 6, bars + lane_h + 2 + SIZE * 0.35, totals[name]) + "</g>")
+    return "".join(out), int(y + SIZE + 8 - y0)
 
 
-def _legend(y: float) -> str:
-    items = [(TOWARDS_LOWER, "permute to a lower position"), (TOWARDS_HIGHER, "to a higher one"),
-             (NETWORK_FILL, "links busy"), (COMPUTE_FILL, "matmuls")]
-    out, x = [], 0.0
-    for colour, text in items:
-        out.append(f'<rect x="{x:.1f}" y="{y - 8:.1f}" width="12" height="8" style="fill:{colour}"/>')
-        out.append(_text_at(x + 16, y, text, DIM, 10))
-        x += 16 + len(text) * CHAR * 10 + 14
-    return "".join(out)
-
-
-def _tile_text(analysis: ProgramAnalysis, t: Tile, compact: bool) -> str:
-    """One step as a line of text: what moves between which devices, and its times."""
+def _tile_text(analysis: ProgramAnalysis, grid: Grid, t: Tile, compact: bool) -> str:
+    """One step as a line of text: what moves between which devices (on a line, the devices a
+    longer pair passes through), and its times."""
     if t.step == -2:
         return f"then: matmul {_time(t.stage.step_seconds('compute'))}, no communication"
     if t.step < 0:
@@ -495,8 +824,12 @@ def _tile_text(analysis: ProgramAnalysis, t: Tile, compact: bool) -> str:
         c = analysis.collectives[i]
         who = (" ".join(f"d{s}->d{d}" for s, d in pairs_of(analysis, c)) if c.kind == "collective-permute"
                else " ".join("{" + " ".join(f"d{d}" for d in g) + "}" for g in groups_of(analysis, c)))
+        routes = [path for s, d in (pairs_of(analysis, c) if c.kind == "collective-permute" else ())
+                  if (path := _along_line(grid, s, d)) is not None and len(path) > 2]
+        if routes:
+            who += " (along the line: " + ", ".join("->".join(f"d{d}" for d in p) for p in routes) + ")"
         parts.append(f"{_label(c)}, {_moves(c)}: {who}")
-    times = ", ".join(text for text, _ in _tile_lines(analysis, t)[-2:] if text)
+    times = ", ".join(line.text for line in _tile_lines(analysis, t)[-2:] if line.text)
     return f"{_tile_heading(t, compact)}: " + "; ".join(parts) + f"; {times}"
 
 
@@ -510,6 +843,12 @@ class Schedule:
     compact: bool = False
     """One iteration of each loop standing for all of them (the visible checks' form)."""
     title: str = "What each device sends, step by step"
+    slices: dict = dataclasses.field(default_factory=dict)
+    """{program: the `assignments.costs.Slice` its times are estimated on}: which mesh axes are
+    lines, where a pair is drawn link by link (none given: every pair as its own arrow)."""
+
+    def grid(self, name: str) -> Grid:
+        return Grid.of(self.analyses[name], self.slices.get(name))
 
     def tiles(self, name: str, with_compute: bool = False) -> list[Tile]:
         return _tiles(name, self.timelines[name], self.compact, with_compute)
@@ -538,36 +877,103 @@ class Schedule:
 
     @property
     def slice_short(self) -> str:
-        """e.g. "TPU v5p 2x4 slice: X a line of 2, Y a ring of 4"."""
+        """e.g. "TPU v5e 2x4 slice: X a line of 2, Y a line of 4", or, for
+        `cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y")`, "TPU v5p 2x4 (inside a 4x4x4
+        cube) slice: X a line of 2, Y a ring of 4"."""
         return next(iter(self.timelines.values())).slice_short if self.timelines else ""
 
-    def _box(self) -> _Box:
-        lines = max((len(_tile_lines(self.analyses[n], t)) for n in self.analyses for t in self.tiles(n)), default=1)
-        grids = [Grid.of(a) for a in self.analyses.values()] or [Grid(1, 1)]
-        width = max(max(g.width for g in grids) + 16, 206)
-        return _Box(width, 24 + max(g.height for g in grids) + 4 + 13 * lines, lines)
+    def _boxes(self, width: int) -> dict[str, _Box]:
+        """Each program's tile size: one width for all (as wide as the widest line, a heading,
+        a collective or the times, but never so wide that two could not share a row, unless a
+        mesh is), and each program's own height (its tiles' most lines)."""
+        every = [(self.analyses[n], t) for n in self.analyses for t in self.tiles(n)]
+        grids = [self.grid(n) for n in self.analyses] or [Grid(1, 1)]
+        widest = max([len(_tile_heading(t, self.compact)) * CHAR * SIZE for _, t in every]
+                     + [_indent(line) + len(line.text) * CHAR * SIZE for a, t in every for line in _tile_lines(a, t)],
+                     default=0) + 16
+        tile_w = int(max(max(g.width for g in grids) + 16, min(widest, (width - GAP) // 2), 180))
+        boxes = {}
+        for name, a in self.analyses.items():
+            lines = max((_line_count(_tile_lines(a, t), tile_w - 14) for t in self.tiles(name)), default=1)
+            boxes[name] = _Box(tile_w, TOP + max(g.height for g in grids) + LINE * lines + 4, lines)
+        return boxes
+
+    def legend(self) -> list[Entry]:
+        """What the tiles draw, and nothing else: each direction of the arrows drawn (on a ring,
+        by ring direction, the wrap-around arcs in their own direction's colour, one of them
+        named; on a line, by way of travel, a wrapped pair routed along the line named), the
+        bytes beside a line's links, each kind of outline drawn. (The timeline's lanes have a
+        legend of their own, `lanes`.)"""
+        directions: dict[int, list] = {}   # direction: [a neighbour's arrow, a wrap-around, a routed pair, on a line]
+        kinds: dict[str, str] = {}
+        labels: list[float] = []   # the bytes beside the first line link drawn
+        for name, a in self.analyses.items():
+            grid = self.grid(name)
+            for t in self.tiles(name):
+                for i in t.stage.steps[t.step] if t.step >= 0 else ():
+                    c = a.collectives[i]
+                    if c.kind != "collective-permute":
+                        kinds.setdefault(c.priced_kind, GROUP_COLORS.get(c.priced_kind, ACROSS))
+                        continue
+                    for s, d in pairs_of(a, c):
+                        path = _along_line(grid, s, d)
+                        if path is None:
+                            step, k = _ring_step(grid, s, d), int(_wraps(grid, s, d))
+                        else:
+                            step, k = _travel(grid, s, d), 2 if len(path) > 2 else 0
+                            directions.setdefault(step, [None, None, None, False])[3] = True
+                            labels = labels or [next(iter(_line_loads(a, grid, t.stage.steps[t.step]).values()))]
+                        examples = directions.setdefault(step, [None, None, None, False])
+                        examples[k] = examples[k] or (s, d)
+        entries = [Entry(f"direction={step:+d}" if step else "direction=across",
+                         Line(_direction_text(step, *directions[step]), mark="arrow-" if step < 0 else "arrow+",
+                              colour=_direction_colour(step)))
+                   for step in sorted(directions, key=lambda v: (v == 0, abs(v), v))]
+        if labels:
+            entries.append(Entry("label=link-bytes", Line(
+                f"{_bytes(labels[0])} beside a link: the bytes crossing it that way in the step")))
+        return entries + [Entry(f"kind={kind}", Line(f"{kind}: the devices in each outline act together",
+                                                     mark="outline", colour=colour))
+                          for kind, colour in kinds.items()]
+
+    def lanes(self) -> list[Entry]:
+        """The timeline's legend: the lanes that have a bar."""
+        drawn = {b.lane for tl in self.timelines.values() for stage in tl.stages for b in stage.bars}
+        return [Entry(f"lane={lane}", Line(text, mark=f"bar:{lane}"))
+                for lane, text in (("network", "links busy"), ("compute", "matmuls")) if lane in drawn]
 
     def svg(self, width: int = WIDTH) -> str:
-        """The picture: the tiles of every program, then their timelines on one scale."""
-        box = self._box()
-        body = [_text_at(0, 14, self.title, weight="bold", size=12),
-                _text_at(0, 30, _fit(f"times on a {self.slice_short} (the book's model, not a measurement)", width, 10),
-                         DIM, 10)]
-        placed, height = _layout([(n, self.tiles(n)) for n in self.analyses], box, width)
-        y0 = 42
-        for kind, item, x, y in placed:
+        """The picture: the tiles of every program and their legend, then their timelines on
+        one scale and theirs, then what the picture simplifies."""
+        boxes = self._boxes(width)
+        title = _wrap(self.title, width, SIZE + 1)
+        body = [_text_at(0, (SIZE + 2) * (k + 1), piece, SIZE + 1, weight="bold") for k, piece in enumerate(title)]
+        y = (SIZE + 2) * len(title) + 4
+        subtitle, n = _lines_svg([Line(f"times on a {self.slice_short} (the book's model, not a measurement)", True)],
+                                 0, y + SIZE, width)
+        body.append(subtitle)
+        y += n * LINE + 8
+        placed, height = _layout([(name, self.tiles(name)) for name in self.analyses], boxes, width)
+        for kind, item, x, dy in placed:
             if kind == "name":
-                body.append(_text_at(x, y0 + y, _fit(item, width - x), weight="bold", cls="program"))
+                body.append(_text_at(x, y + dy, _fit(item, width - x), weight="bold", cls="program"))
             else:
-                body.append(_tile_svg(self.analyses[item.program], item, x, y0 + y, box, self.compact))
-        lanes, lanes_h = _timeline_svg(self.timelines, y0 + height + 10, width)
-        total_h = y0 + height + 10 + lanes_h + 16
-        body += [lanes, _legend(total_h - 4)]
+                body.append(_tile_svg(self.analyses[item.program], self.grid(item.program), item, x, y + dy,
+                                      boxes[item.program], self.compact))
+        y += height + 8
+        legend, legend_h = _legend_svg(self.legend(), y + SIZE, width)
+        lanes, lanes_h = _timeline_svg(self.timelines, y + legend_h + 8, width)
+        y += legend_h + 8 + lanes_h
+        key, key_h = _legend_svg(self.lanes(), y + SIZE, width)
+        body += [legend, lanes, key]
+        y += key_h + 4
         for note in self.notes():
-            total_h += 14
-            body.append(_text_at(0, total_h - 4, _fit(note, width, 10), DIM, 10, cls="note"))
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" class="kit-schedule" viewBox="0 0 {width} {total_h:.0f}" '
-                f'width="{width}" height="{total_h:.0f}" role="img" aria-label="{_esc(self.title)}" '
+            for piece in _wrap(note, width):
+                body.append(_text_at(0, y + SIZE, piece, dim=True, cls="note"))
+                y += LINE
+        height = math.ceil(y + 4)
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" class="kit-schedule" viewBox="0 0 {width} {height}" '
+                f'width="{width}" height="{height}" role="img" aria-label="{_esc(self.title)}" '
                 f'style="max-width:100%;height:auto;font-family:{FONT}">{"".join(body)}</svg>')
 
     def text(self) -> str:
@@ -579,7 +985,7 @@ class Schedule:
                          f"(compute {_time(tl.compute_s)}, communication {_time(tl.comm_s)}, "
                          f"{_time(serialized)} one after the other)")
             tiles = self.tiles(name, with_compute=True)
-            lines += [f"  {_tile_text(self.analyses[name], t, self.compact)}" for t in tiles]
+            lines += [f"  {_tile_text(self.analyses[name], self.grid(name), t, self.compact)}" for t in tiles]
             if not tiles:
                 lines.append("  no communication, no matmul")
         return "\n".join(lines + self.notes())
@@ -604,10 +1010,14 @@ def draw_schedule(analyses: ProgramAnalysis | dict[str, ProgramAnalysis], chip="
     """The schedule of one analysis, or of several ({name: analysis}) side by side, with
     times estimated on `chip` (a name in `assignments.costs.CHIPS`, or a `Slice`).
     Shown as a picture when it is a cell's value; `str()` gives the text form."""
+    from .costs import Slice, slice_for
+
     if isinstance(analyses, ProgramAnalysis):
         analyses = {"program": analyses}
     timelines = {name: timeline(a, chip) for name, a in analyses.items()}
-    return Schedule(dict(analyses), timelines, compact, title or Schedule.title)
+    slices = {name: chip if isinstance(chip, Slice) else slice_for(chip, a.mesh_shape, a.axis_names)
+              for name, a in analyses.items() if a.mesh_shape}
+    return Schedule(dict(analyses), timelines, compact, title or Schedule.title, slices)
 
 
 def show_schedule(fn, *args, baseline=None, chip="TPU v5e", compact: bool = False, title: str | None = None,

@@ -67,7 +67,7 @@ LINK = re.compile(r"(https?://|mailto:|#)", re.I)
 FETCHING_STYLE = re.compile(r"url\s*\(|image-set|expression|@import|\\|/\*|<", re.I)
 """A style that could fetch or hide a fetch (CSS escapes, comments); it is dropped whole."""
 CSS = CSSSanitizer(allowed_css_properties=ALLOWED_CSS_PROPERTIES | {"margin", "max-width"},
-                   allowed_svg_properties=ALLOWED_SVG_PROPERTIES | {"font-family", "font-size", "font-weight"})
+                   allowed_svg_properties=ALLOWED_SVG_PROPERTIES | {"font-family", "font-size", "font-weight", "stroke-dasharray"})
 """Styles of text, tables and pictures; no `position`, `z-index` or `top`: nothing laid over the page."""
 
 

@@ -7,10 +7,11 @@ import sys
 import pytest
 
 from assignments.costs import (
-    CHIPS, Slice, axis_links, collective_seconds, communication, communication_seconds, estimate,
-    pipelined_seconds, price, slice_for,
+    CHIPS, HOP_SECONDS, Slice, axis_links, collective_seconds, communication, communication_seconds, cube_slice,
+    estimate, hops,
+    pipelined_seconds, price, program_seconds, slice_for, with_trip_counts,
 )
-from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
+from assignments.hlo import ArrayShape, Collective, Event, ProgramAnalysis, Stage
 
 V5E = CHIPS["TPU v5e"]
 MIB = ArrayShape("f32", (512, 512))        # 1 MiB = 1,048,576 bytes
@@ -93,17 +94,61 @@ def test_the_book_numbers_in_the_issue():
 
 
 def test_slices_follow_the_book():
-    """v5e/v6e: wraparound only on a full 16-chip axis; v4/v5p: on multiples of 4; H100: a switch."""
+    """v5e/v6e: wraparound only on a full 16-chip axis; v4/v5p: only in slices of full 4x4x4
+    cubes (the book's Part 2: "a 2x2x4 won't have any wraparounds"), so a v5p mesh of 8 or 32
+    devices lies on lines (issue 52: the kit called Y of a 2x4 v5p a ring, and no 2x4 v5p slice
+    exists); H100: a switch."""
     topo = lambda chip, shape: [a.topology for a in slice_for(chip, shape, ("X", "Y")).axes]  # noqa: E731
     assert topo("TPU v5e", (2, 4)) == ["line", "line"]
     assert topo("TPU v6e", (16, 16)) == ["ring", "ring"]
     assert topo("TPU v5e", (8, 16)) == ["line", "ring"]
-    assert topo("TPU v5p", (2, 4)) == ["line", "ring"]
-    assert topo("TPU v4", (4, 8)) == ["ring", "ring"]
+    assert topo("TPU v5p", (2, 4)) == ["line", "line"]
+    assert topo("TPU v4", (4, 8)) == ["line", "line"]
+    assert topo("TPU v4", (4, 16)) == ["ring", "ring"]          # 64 chips: one full cube
+    assert topo("TPU v5p", (2, 32)) == ["line", "ring"]         # two cubes; a 2-chip axis is a line
+    # A 2x4 mesh inside one full cube, Y on one of its 4-chip axes: the cube's wraparound makes Y a ring.
+    inside = cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y")
+    assert [a.topology for a in inside.axes] == ["line", "ring"]
+    assert "inside a 4x4x4 cube" in inside.describe() and "wraparound" in inside.axis("Y").why
+    with pytest.raises(ValueError):
+        cube_slice("TPU v5e", (2, 4), ("X", "Y"), ring="Y")
+    with pytest.raises(ValueError):
+        cube_slice("TPU v5p", (2, 8), ("X", "Y"), ring="Y")
     assert topo("H100", (2, 4)) == ["switch", "switch"]
     with pytest.raises(ValueError):
         slice_for("H100", (4, 4), ("X", "Y"))
     assert "Y = 4 chips, line" in slice_for("TPU v5e", (2, 4), ("X", "Y")).describe()
+
+
+def test_small_collectives_are_latency_bound():
+    """The book's Part 3 ("A note on ICI latency"): a hop takes about 1 us whatever its bytes, a
+    hop's time is max(1 us, its bytes / W), so a small collective costs its hops (issue 52: an
+    8-byte all-reduce cost 0.2 ns of link time)."""
+    assert HOP_SECONDS == 1e-6
+    # The book's Part 3 question 3: gathering 64 bytes per device over a 4-chip axis with a
+    # wraparound (a full cube's axis): "the full gather in only 2 hops, so roughly 2us".
+    tiny = ArrayShape("bf16", (32,))
+    gather = coll("all-gather", operands=(tiny,), results=(ArrayShape("bf16", (128,)),))
+    p = price(gather, on("TPU v4", 4, "ring"))
+    assert p.hops == 2 and p.seconds == pytest.approx(2e-6) and p.latency_bound
+    # Its worked example on a 4-chip v5e axis (a line): 32 kB shards, 0.7 us a hop of bytes,
+    # "since we have 3 hops, this will take roughly 3 * 1us = 3us".
+    shard = ArrayShape("bf16", (64, 256))
+    p = price(coll("all-gather", operands=(shard,), results=(ArrayShape("bf16", (256, 256)),)), on("TPU v5e", 4, "line"))
+    assert p.hops == 3 and p.seconds == pytest.approx(3e-6) and p.latency_bound
+    # An 8-byte all-reduce over a line of 2: a reduce-scatter and an all-gather, one hop each.
+    ar = coll("all-reduce", n=2, operands=(ArrayShape("f32", (2,)),))
+    assert price(ar, on("TPU v5e", 2, "line")).seconds == pytest.approx(2e-6)
+    # A ring step on a line: the wrapped pair crosses all 3 links; on a ring, one hop.
+    step = coll("collective-permute", operands=(ArrayShape("f32", (16,)),), shifts=(1,))
+    assert price(step, on("TPU v5e", 4, "line")).seconds == pytest.approx(3e-6)
+    assert price(step, on("TPU v5e", 4, "ring")).seconds == pytest.approx(1e-6)
+    assert [hops("collective-permute", "line", 4, k) for k in (1, 2, 3)] == [3, 2, 3]
+    assert [hops("all-to-all", "ring", n) for n in (2, 3, 4, 8)] == [1, 1, 2, 4]
+    # An NVLink switch: no latency priced.
+    assert price(ar, on("H100", 2, "switch")).seconds == pytest.approx(8 / 4.5e11)   # 2 x 1/2 x 8 bytes
+    # Large collectives stay bandwidth-bound: the 1 MiB cases above are priced by their bytes.
+    assert not price(CASES["all-gather"][0], on("TPU v5e", 4, "line")).latency_bound
 
 
 def test_cpu_reduce_scatter_is_priced_as_one():
@@ -140,11 +185,31 @@ def test_opposite_permutes_overlap_on_a_ring_only():
     assert communication_seconds(two_way, h100) == pytest.approx(3 * M / 4.5e11)
 
 
+def test_a_loop_of_unknown_trip_count_runs_as_often_as_its_collectives_were_counted():
+    """A while_loop whose trip count the compiler does not know (problem2's all-to-all rounds)
+    is a stage of `runs` None. When the caller counts its rounds (sets the collectives' count,
+    5 here), the estimated time runs the loop 5 times, as the communication column counts its
+    collectives 5 times: never less than the program's own communication (it was 1 run before)."""
+    loop = ProgramAnalysis((coll("all-reduce", count=None),), (), None, 8, mesh_shape=(2, 4), axis_names=("X", "Y"),
+                           stages=(Stage((Event(collective=0),), None, "while.1"),))
+    line = slice_for(V5E, (2, 4), ("X", "Y"))
+    one_run = 1.5 * M / 4.5e10                     # an all-reduce of 1 MiB on a line of 4
+    assert program_seconds(loop, line) == pytest.approx(one_run)           # not counted: one run, said so
+    counted = ProgramAnalysis((coll("all-reduce", count=5),), (), None, 8, mesh_shape=(2, 4), axis_names=("X", "Y"),
+                              stages=loop.stages)
+    assert with_trip_counts(counted).stages[0].runs == 5
+    assert communication_seconds(counted, line) == pytest.approx(5 * one_run)
+    assert program_seconds(counted, line) == pytest.approx(5 * one_run)
+    assert program_seconds(counted, line) >= communication_seconds(counted, line) - 1e-12
+
+
 def test_collective_seconds_on_a_bare_chip_uses_the_books_rule():
-    """Without a slice, a 4-device axis on a v5e is a line, on a v5p a ring."""
+    """Without a slice, a 4-device axis is a line on a v5e and on a v5p too (a slice of 4 chips
+    has no wraparound); on a full cube's 4-chip axis a v5p's is a ring."""
     ag = coll("all-gather", results=(GATHERED,))
     assert collective_seconds(ag, V5E) == pytest.approx(3 * M / 4.5e10)
-    assert collective_seconds(ag, "TPU v5p") == pytest.approx(1.5 * M / 9e10)
+    assert collective_seconds(ag, "TPU v5p") == pytest.approx(3 * M / 9e10)
+    assert collective_seconds(ag, cube_slice("TPU v5p", (1, 4), ("X", "Y"), ring="Y")) == pytest.approx(1.5 * M / 9e10)
 
 
 def test_compute_is_dtype_and_precision_aware():
@@ -252,3 +317,39 @@ def test_book_benchmark_prints_one_line_per_program(repo_root):
               for line in out.splitlines() if line.startswith(("plain jax.jit", "collective matmul"))}
     assert set(ratios) == {"plain jax.jit", "collective matmul"}, out
     assert all(0.9 <= r <= 1.1 for r in ratios.values()), out
+
+
+def test_communication_is_priced_step_by_step():
+    """problem4's `phases_one_way_each` (tests/submissions/problem4) sends as many bytes each way
+    as the solution over the whole program, but every step of both phases one way only. Priced
+    step by step, as the timeline runs them, its communication on a v5p (Y on a full cube's
+    4-chip axis, a ring) is twice the
+    solution's, which halves every step over both directions; pooled over the whole axis, the two
+    came out equal while their estimated times did not. Neither estimate is below its own
+    communication."""
+    import functools
+    import importlib.util
+
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    import assignments
+    from solutions.problem4 import allreduce_matmul_bidirectional as solution
+
+    path = os.path.join(os.path.dirname(__file__), "submissions", "problem4", "phases_one_way_each.py")
+    spec = importlib.util.spec_from_file_location("phases_one_way_each", path)
+    one_way_each = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(one_way_each)
+    mesh = assignments.make_mesh((2, 4))
+    a = lambda shape, s: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, P(*s)))  # noqa: E731
+    args = (a((1024, 2048), ("X", "Y")), a((2048, 8192), ("Y", None)))
+    v5p = cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y")
+    runs = {name: assignments.analyze(jax.jit(functools.partial(fn, mesh=mesh)).lower(*args).compile(), mesh)
+            for name, fn in (("solution", solution), ("one way each", one_way_each.allreduce_matmul_bidirectional))}
+    est = {name: estimate(x, v5p) for name, x in runs.items()}
+    assert est["one way each"].comm_bytes == pytest.approx(est["solution"].comm_bytes)
+    assert est["one way each"].comm_s == pytest.approx(2 * est["solution"].comm_s)
+    assert est["one way each"].link_bytes == pytest.approx(2 * est["solution"].link_bytes)
+    for name, x in runs.items():
+        assert program_seconds(x, v5p) >= est[name].comm_s

@@ -18,7 +18,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import assignments
-from assignments.costs import estimate, program_seconds, slice_for
+from assignments.costs import cube_slice, estimate, program_seconds, slice_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURE = re.compile(r'<span title="fig:(\w+)">([^<]*)</span>')
@@ -75,7 +75,8 @@ def problem3_figures() -> dict:
 
 
 def problem4_figures() -> dict:
-    """The one-way and two-way reduce-scatter matmuls on a v5e (Y a line) and a v5p (Y a ring),
+    """The one-way and two-way reduce-scatter matmuls on a v5e (Y a line) and a v5p (the 2x4 mesh
+    inside a 4x4x4 cube, Y on one of its 4-chip axes: a ring),
     at JAX's default precision and at Precision.HIGHEST."""
     from solutions.problem3 import reducescatter_matmul
     from solutions.problem4 import reducescatter_matmul_bidirectional
@@ -87,8 +88,8 @@ def problem4_figures() -> dict:
         with jax.default_matmul_precision(precision):
             runs[precision] = [_analyze(mesh, fn, *args) for fn in (reducescatter_matmul, reducescatter_matmul_bidirectional)]
     out = {}
-    for label, chip in (("v5e", "TPU v5e"), ("v5p", "TPU v5p")):
-        s = slice_for(chip, (2, 4), ("X", "Y"))
+    for label, s in (("v5e", slice_for("TPU v5e", (2, 4), ("X", "Y"))),
+                     ("v5p", cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y"))):
         for precision, (one_a, two_a) in runs.items():
             one, two = estimate(one_a, s), estimate(two_a, s)
             t1, t2 = program_seconds(one_a, s), program_seconds(two_a, s)
@@ -96,11 +97,37 @@ def problem4_figures() -> dict:
             out.update({f"{key}_compute": _us(one.compute_s), f"{key}_comm1": _us(one.comm_s),
                         f"{key}_comm2": _us(two.comm_s), f"{key}_one": _us(t1), f"{key}_two": _us(t2),
                         f"{key}_speedup": _x(t1 / t2)})
+    out.update(problem4_allreduce_figures())
+    return out
+
+
+def problem4_allreduce_figures() -> dict:
+    """Plain jax.jit's all-reduce matmul (one matmul, one all-reduce over Y) against the two-way
+    rings of allreduce_matmul_bidirectional, at the book's sizes on both slices: the same bytes
+    on the busiest link, so the same communication; only the estimated time differs."""
+    from assignments.contracts.problem3 import jit_matmul
+    from solutions.problem4 import allreduce_matmul_bidirectional
+
+    mesh = assignments.make_mesh((2, 4))
+    args = (_abstract(mesh, (B, D), ("X", "Y")), _abstract(mesh, (D, F), ("Y", None)))
+    plain = _analyze(mesh, jit_matmul("X", None), *args)
+    two = _analyze(mesh, allreduce_matmul_bidirectional, *args)
+    out = {}
+    for label, s in (("v5e", slice_for("TPU v5e", (2, 4), ("X", "Y"))),
+                     ("v5p", cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y"))):
+        e1, e2 = estimate(plain, s), estimate(two, s)
+        assert e1.link_bytes == e2.link_bytes and abs(e1.comm_s - e2.comm_s) < 1e-9
+        t1, t2 = program_seconds(plain, s), program_seconds(two, s)
+        out.update({f"p4_ar_{label}_link": f"{e1.link_bytes / 1e6:.2f} MB", f"p4_ar_{label}_comm": _us(e1.comm_s),
+                    f"p4_ar_{label}_plain": _us(t1), f"p4_ar_{label}_two": _us(t2),
+                    f"p4_ar_{label}_speedup": _x(t1 / t2)})
     return out
 
 
 def problem2_figures() -> dict:
-    """Runs the notebook's own cost cells (compile_for, compare, ...) on the solutions."""
+    """Runs the notebook's own cost cells (compile_for, compare, ...) on the solutions. The times
+    are the tables' *estimated* column (`program_seconds`, the loop's body run once per round),
+    which the notebook's plot shows too; it can never be less than the row's own communication."""
     import solutions.problem2 as sol
     from assignments.costs import estimate as est
 
@@ -113,19 +140,21 @@ def problem2_figures() -> dict:
             exec(cell.source.split("\nif ready:")[0], ns)   # definitions only, not the printing
     routing, rounds, useful, rows = ns["compare"](1.0)
     g, a = (est(rows[n], "TPU v5e") for n in ("all-gather", "all-to-all"))
+    tg, ta = (program_seconds(rows[n], "TPU v5e") for n in ("all-gather", "all-to-all"))
+    assert ta >= a.comm_s and tg >= g.comm_s, "an estimated time below the program's own communication"
     more = {}
     for s in (1.5, 2.0):
         _, r, _, rs = ns["compare"](s)
-        g2, a2 = (est(rs[n], "TPU v5e") for n in ("all-gather", "all-to-all"))
+        tg2, ta2 = (program_seconds(rs[n], "TPU v5e") for n in ("all-gather", "all-to-all"))
         key = str(s).replace(".", "")
-        more.update({f"p2_s{key}_rounds": str(r), f"p2_s{key}_all_to_all": _us(a2.serialized_s),
-                     f"p2_s{key}_speedup": _x(g2.serialized_s / a2.serialized_s)})
+        more.update({f"p2_s{key}_rounds": str(r), f"p2_s{key}_all_to_all": _us(ta2),
+                     f"p2_s{key}_speedup": _x(tg2 / ta2)})
     return {**more,
             "p2_share": f"{np.bincount(routing, minlength=8).max() / len(routing):.0%}",
             "p2_sent_allgather": f"{g.comm_bytes / 1e6:.1f} MB", "p2_sent_all_to_all": f"{a.comm_bytes / 1e6:.1f} MB",
             "p2_flops_allgather": f"{rows['all-gather'].flops:.3g}", "p2_flops_all_to_all": f"{rows['all-to-all'].flops:.3g}",
-            "p2_padding_all_to_all": f"{1 - useful / rows['all-to-all'].flops:.0%}","p2_rounds": str(rounds), "p2_allgather": _us(g.serialized_s), "p2_all_to_all": _us(a.serialized_s),
-            "p2_speedup": _x(g.serialized_s / a.serialized_s),
+            "p2_padding_all_to_all": f"{1 - useful / rows['all-to-all'].flops:.0%}", "p2_rounds": str(rounds), "p2_allgather": _us(tg), "p2_all_to_all": _us(ta),
+            "p2_speedup": _x(tg / ta),
             "p2_allgather_comm": _us(g.comm_s), "p2_all_to_all_comm": _us(a.comm_s),
             "p2_allgather_compute": _us(g.compute_s), "p2_all_to_all_compute": _us(a.compute_s),
             "p2_padding": f"{1 - useful / rows['all-gather'].flops:.0%}"}
@@ -146,9 +175,90 @@ def benchmark_figures() -> dict:
             "bench_speedup": _x(p["plain jax.jit"] / p["collective matmul"])}
 
 
+WARMUP_EXAMPLES = {"w_two_": "example_two_matmuls", "w_saa_": "example_slice_and_average",
+                   "w_rs_": "example_scatter_or_reduce", "w_ar_": "example_scatter_or_reduce"}
+"""The warm-up's worked examples of the book's Part 10 (ungraded, predict then run): the prefix
+of the figures each one's reading quotes, and the grade_id of the code cell that prints them."""
+
+
+def _warmup_examples() -> dict:
+    """The warm-up's own example cells (the Explicit-mode set-up, then the three worked
+    examples), run for their definitions with `report` analysing instead of printing."""
+    import contextlib
+    import io
+
+    nb = nbformat.read(os.path.join(ROOT, "source", "warmup", "warmup.ipynb"), as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in nb.cells if c.cell_type == "code"}
+
+    def report(fn, *args, title=None, **kwargs):
+        mesh = next(a.sharding.mesh for a in args if hasattr(a, "sharding"))
+        return assignments.analyze(jax.jit(functools.partial(fn, **kwargs)).lower(*args).compile(), mesh)
+
+    ns = dict(jax=jax, jnp=jnp, np=np, NamedSharding=NamedSharding, P=P, functools=functools, ALL=("X", "Y"),
+              make_mesh=assignments.make_mesh, mesh=assignments.make_mesh((2, 4)), report=report)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for grade_id in ("example_11", *dict.fromkeys(WARMUP_EXAMPLES.values())):
+            exec(cells[grade_id], ns)
+    return ns
+
+
+def _shape(a) -> str:
+    return f"{a.dtype}[{','.join(map(str, a.dims))}]"
+
+
+def warmup_figures() -> dict:
+    """The worked examples' figures, from the notebook's own functions compiled here, with the
+    claims their text makes about the programs checked on the way (on whichever JAX runs)."""
+    ns = _warmup_examples()
+    out = {}
+    # the book's two matmuls: free, nothing moves; forced, one all-reduce over Y and a quarter of the work
+    free, forced = (ns["report"](ns["two_matmuls"], ns["x_batch"], ns["w_in"], ns["w_out"], constrain=c)
+                    for c in (False, True))
+    assert free.collectives == ()
+    (ar,) = forced.collectives
+    assert ar.kind == "all-reduce" and ar.axes == ("Y",)
+    out.update({"w_two_free_flops": f"{sum(f for _, f in free.dot_flops):,.0f}",
+                "w_two_forced_flops": f"{sum(f for _, f in forced.dot_flops):,.0f}",
+                "w_two_allreduce": _shape(ar.results[0])})
+    # slice_and_average: the values, float32 from int32, one all-reduce of the int32 slices over X and Y
+    result = ns["sliced_mean"](ns["x_512"])
+    assert result.dtype == jnp.float32 and ns["x_512"].dtype == jnp.int32
+    (ar,) = ns["report"](ns["sliced_mean"], ns["x_512"]).collectives
+    assert ar.kind == "all-reduce" and set(ar.axes) == {"X", "Y"}
+    out.update({"w_saa_out": str(np.asarray(result)), "w_saa_allreduce": _shape(ar.operands[0])})
+    # out_sharding: XLA:CPU writes an all-reduce (+ a dynamic-slice for P('X', 'Y')), never a reduce-scatter
+    times = {}
+    for name, sliced in (("scattered", True), ("replicated", False)):
+        compiled = jax.jit(ns[name]).lower(ns["xe"], ns["we"]).compile()
+        text = compiled.as_text()
+        assert " all-reduce(" in text and " reduce-scatter(" not in text
+        assert (" dynamic-slice(" in text) == sliced, name
+        (c,) = (analysis := assignments.analyze(compiled, ns["explicit_mesh"])).collectives
+        assert c.kind == "all-reduce" and _shape(c.operands[0]) == "f32[4,8]"
+        assert c.priced_kind == ("reduce-scatter" if sliced else "all-reduce")
+        times[name] = program_seconds(analysis, "TPU v5e")
+    out.update({"w_rs_time": _us(times["scattered"]), "w_ar_time": _us(times["replicated"])})
+    return out
+
+
+def test_worked_examples_ask_before_they_answer():
+    """Each worked example of the warm-up asks (a "Predict" cell just before its code cell)
+    before anything quotes what its code prints: every figure of its reading comes after its
+    code cell, in the release that students read."""
+    nb = nbformat.read(os.path.join(ROOT, "release", "warmup", "warmup.ipynb"), as_version=4)
+    at = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
+    quoted = [(i, name) for i, c in enumerate(nb.cells) for name, _ in FIGURE.findall(c.source)]
+    for prefix, example in WARMUP_EXAMPLES.items():
+        code = at[example]
+        assert "Predict" in nb.cells[code - 1].source and not FIGURE.search(nb.cells[code - 1].source), example
+        cells = [i for i, name in quoted if name.startswith(prefix)]
+        assert cells and min(cells) > code, (example, cells)
+
+
 @functools.lru_cache(maxsize=None)
 def figures() -> dict:
-    return {**problem3_figures(), **problem4_figures(), **problem2_figures(), **benchmark_figures()}
+    return {**problem3_figures(), **problem4_figures(), **problem2_figures(), **benchmark_figures(),
+            **warmup_figures()}
 
 
 def quoted() -> list[tuple[str, str, str]]:

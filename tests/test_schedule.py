@@ -17,7 +17,7 @@ from routes import stop
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 import assignments
-from assignments.costs import estimate, pipelined_seconds
+from assignments.costs import cube_slice, estimate, pipelined_seconds
 from assignments.hlo import ProgramAnalysis, analyze, analyze_text
 from assignments.schedule import WIDTH, draw_schedule
 from assignments.steps import group_steps, timeline
@@ -302,20 +302,248 @@ def test_json_round_trip_and_older_json_without_steps(sol3, mesh_2x4):
     assert sorted(step["collectives"][0]["groups"]) == sorted(plain.collectives[0].groups)
 
 
-def test_picture_uses_theme_colours_and_fits(sol3, sol4, mesh_2x4):
-    """Is every colour a JupyterLab theme variable (with a fallback), and is the picture no
-    wider than a notebook at 1024 px, with the student's and plain jax.jit's tiles side by side?"""
+def _luminance(hex_colour: str) -> float:
+    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_picture_reads_in_any_theme_at_body_size(sol3, sol4, mesh_2x4):
+    """Is every text at the notebook's body size (13 px) in the page's own colour (secondary
+    text at most a little fainter), every line a JupyterLab theme colour whose fallback has
+    3:1 against a white and a dark page alike, and is the picture no wider than a notebook at
+    1024 px with the file browser open (572 px), with the student's and plain jax.jit's tiles
+    side by side?"""
     args = (abstract(mesh_2x4, (8, 16), ("X", "Y")), abstract(mesh_2x4, (16, 32), (None, "Y")))
     schedule = draw_schedule({"allgather_matmul": compiled(sol3.allgather_matmul, mesh_2x4, *args, mesh=mesh_2x4),
                               "plain jax.jit": compiled(lambda a, w: a @ w, mesh_2x4, *args)}, compact=True)
     svg = schedule.svg()
     root = ET.fromstring(svg)
-    assert float(root.get("width")) <= WIDTH <= 700 and "max-width:100%" in root.get("style")
-    colours = re.findall(r"(?:fill|stroke):([^;\"]+)", svg)
-    assert colours and all(c == "none" or re.fullmatch(r"var\(--jp-[\w-]+, #[0-9a-f]{6}\)", c) for c in colours), \
-        sorted(set(colours))
+    assert float(root.get("width")) <= WIDTH <= 572 and "max-width:100%" in root.get("style")
+    texts = list(root.iter(f"{SVG}text"))
+    assert len(texts) > 30
+    for text in texts:
+        style = dict(part.split(":", 1) for part in text.get("style").split(";"))
+        assert float(style["font-size"].removesuffix("px")) >= 13, (text.text, style)
+        assert style["fill"] == "currentColor" and float(style.get("fill-opacity", 1)) >= 0.75, (text.text, style)
+    colours = set(re.findall(r"(?:fill|stroke):([^;\"]+)", svg)) - {"none", "currentColor"}
+    assert colours, colours
+    for colour in colours:
+        fallback = re.fullmatch(r"var\(--jp-[\w-]+, (#[0-9a-f]{6})\)", colour)
+        assert fallback, colour
+        assert min(_contrast(fallback[1], "#ffffff"), _contrast(fallback[1], "#111111")) >= 3.0, colour
     names = [(e.text, float(e.get("x"))) for e in root.iter(f"{SVG}text") if e.get("class") == "program"]
     assert [n for n, _ in names] == ["allgather_matmul", "plain jax.jit"] and names[1][1] > names[0][1]
+
+
+RING = """
+HloModule ring
+
+ENTRY %main (x: f32[8,8]) -> (f32[8,8], f32[8,8]) {
+  %x = f32[8,8]{1,0} parameter(0)
+  %next = f32[8,8]{1,0} collective-permute(%x), channel_id=1, source_target_pairs={{0,1},{1,2},{2,3},{3,0},{4,5},{5,6},{6,7},{7,4}}
+  %previous = f32[8,8]{1,0} collective-permute(%x), channel_id=2, source_target_pairs={{1,0},{2,1},{3,2},{0,3},{5,4},{6,5},{7,6},{4,7}}
+  ROOT %t = (f32[8,8]{1,0}, f32[8,8]{1,0}) tuple(%next, %previous)
+}
+"""
+"""Both ways round the rings of 4 of a 2x4 mesh at once, each with its wrap-around pair."""
+
+
+def legend(svg: str) -> dict[str, dict[str, ET.Element]]:
+    """The picture's legends: {"direction": {"-1": entry, ...}, "kind": {...}, "lane": {...}}."""
+    out: dict[str, dict[str, ET.Element]] = {}
+    for g in ET.fromstring(svg).iter(f"{SVG}g"):
+        if g.get("data-legend"):
+            name = g.get("data-legend")
+            out.setdefault(name, {})[g.get(f"data-{name}")] = g
+    return out
+
+
+def words(element: ET.Element) -> str:
+    return " ".join(t.text for t in element.iter(f"{SVG}text"))
+
+
+def stroke(element: ET.Element) -> str:
+    """The stroke colour of an element's first line (an arrow, a swatch, an outline)."""
+    return next(re.search(r"stroke:([^;]+)", e.get("style"))[1] for e in element.iter()
+                if e.tag in (f"{SVG}path", f"{SVG}rect", f"{SVG}polygon") and "stroke:" in (e.get("style") or ""))
+
+
+RING_OF_4 = cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y")
+"""The 2x4 mesh inside a full 4x4x4 v5p cube, Y on one of its 4-chip axes: a real ring."""
+
+
+def test_legend_is_by_ring_direction_with_the_wrap_around_in_its_own():
+    """Both ways round a ring of 4 (a wrapped axis): does the legend have exactly the two
+    directions drawn, each in its arrows' colour (the wrap-around arcs d0 -> d3 and d3 -> d0
+    included), naming the wraparound link as part of its direction? One way: only that
+    direction's entry?"""
+    svg = draw_schedule(analyze_text(RING, (2, 4), ("X", "Y")), RING_OF_4).svg()
+    arrows = [g for g in ET.fromstring(svg).iter(f"{SVG}g") if g.get("class") == "arrow"]
+    drawn = {g.get("data-pair"): (g.get("data-direction"), stroke(g)) for g in arrows}
+    entries = legend(svg)["direction"]
+    assert set(entries) == {d for d, _ in drawn.values()} == {"+1", "-1"}
+    colours = {d: stroke(entry) for d, entry in entries.items()}
+    assert colours["+1"] != colours["-1"]
+    assert all(colour == colours[d] for d, colour in drawn.values()), drawn
+    assert drawn["0-3"] == ("-1", colours["-1"]) and drawn["3-0"] == ("+1", colours["+1"])
+    assert "d0\u2192d3 over the wraparound link" in words(entries["-1"]) and "previous" in words(entries["-1"])
+    assert "d3\u2192d0 over the wraparound link" in words(entries["+1"]) and "next" in words(entries["+1"])
+    # each collective's line under its tile carries its direction's swatch
+    tile = next(g for g in ET.fromstring(svg).iter(f"{SVG}g") if g.get("class") == "tile")
+    assert re.search(r"permute over Y \(\+1\).*permute over Y \(-1\)", words(tile)), words(tile)
+
+    one_way = RING.replace("tuple(%next, %previous)", "tuple(%previous, %previous)")
+    one_way = "\n".join(line for line in one_way.splitlines() if "%next =" not in line)
+    drawn = legend(draw_schedule(analyze_text(one_way, (2, 4), ("X", "Y")), RING_OF_4).svg())
+    assert set(drawn["direction"]) == {"-1"} and "kind" not in drawn and "label" not in drawn
+
+
+def test_legends_show_only_what_is_drawn(mesh_2x4):
+    """An all-reduce with no matmul: no ring direction, one outline kind, the links' lane
+    alone. An all-gather, a permute and matmuls: the permute's one direction, the all-gather's
+    outline, both lanes (on the v5e, where Y is a line, the permute's wrapped pair travels the
+    other way: both directions). Every legend entry names something drawn, and everything drawn
+    has one."""
+    plain = draw_schedule(compiled(lambda x: x.sum(axis=0), mesh_2x4, abstract(mesh_2x4, (8, 16), ("X", "Y")))).svg()
+    mixed = draw_schedule(analyze_text(STRAIGHT, (2, 4), ("X", "Y"))).svg()
+    for svg, directions, kinds, lanes in ((plain, set(), {"all-reduce"}, {"network"}),
+                                          (mixed, {"+1", "-1"}, {"all-gather"}, {"network", "compute"})):
+        root = ET.fromstring(svg)
+        shown = legend(svg)
+        drawn = {g.get("data-kind") for g in root.iter(f"{SVG}g") if g.get("class") == "collective"}
+        assert set(shown.get("direction", {})) == directions
+        assert set(shown.get("direction", {})) == {g.get("data-direction") for g in root.iter(f"{SVG}g")
+                                                   if g.get("class") == "arrow"}
+        assert set(shown.get("kind", {})) == kinds == drawn - {"collective-permute"}
+        assert set(shown["lane"]) == lanes == {r.get("data-lane") for r in root.iter(f"{SVG}rect")
+                                               if r.get("class") == "bar"}
+    assert "permute" not in " ".join(words(e) for e in legend(plain)["kind"].values())
+    assert "act together" in words(legend(plain)["kind"]["all-reduce"])
+
+
+def _routes(svg: str) -> dict[str, dict]:
+    """Per pair of the first tile: its drawn way (data-direction), whether it is routed along a
+    line, its segments (the links it crosses, in order), its arcs and its colour."""
+    tile = next(g for g in ET.fromstring(svg).iter(f"{SVG}g") if g.get("class") == "tile")
+    out = {}
+    for g in tile.iter(f"{SVG}g"):
+        if g.get("class") == "arrow":
+            paths = list(g.iter(f"{SVG}path"))
+            out[g.get("data-pair")] = {
+                "direction": g.get("data-direction"), "line": g.get("data-route") == "line",
+                "segments": [p.get("data-link") for p in paths if p.get("data-link")],
+                "arcs": sum(" Q" in p.get("d") for p in paths), "colour": stroke(g),
+                "wraparound": g.get("data-wraparound") == "1"}
+    return out
+
+
+def _link_bytes(svg: str) -> dict[tuple[str, str], int]:
+    """{(link "a-b", way of travel "+1"/"-1"): bytes} as labelled in the first tile."""
+    tile = next(g for g in ET.fromstring(svg).iter(f"{SVG}g") if g.get("class") == "tile")
+    return {(g.get("data-link"), g.get("data-travel")): int(g.get("data-link-bytes")) for g in tile.iter(f"{SVG}g")
+            if g.get("data-link-bytes")}
+
+
+def test_on_a_line_the_wrapped_pair_crosses_every_link_the_other_way():
+    """One way round the rings of 4 on the v5e, where Y is a line (no wraparound link): is the
+    wrapped pair d0 -> d3 drawn link by link through d1 and d2 (n - 1 = 3 segments, no arc), in
+    the colour of its way of travel (+1, the other way from its ring's arrows), and does every
+    link of each row carry labelled bytes in both directions, one f32[8,8] (256 B) each way?
+    On the wrapped axis of a cube the same pair is one arc over the wraparound link, named so,
+    and no link is labelled."""
+    one_way = RING.replace("tuple(%next, %previous)", "tuple(%previous, %previous)")
+    one_way = "\n".join(line for line in one_way.splitlines() if "%next =" not in line)
+    a = analyze_text(one_way, (2, 4), ("X", "Y"))
+    line = draw_schedule(a, "TPU v5e")
+    svg = line.svg()
+    routes = _routes(svg)
+    entries = legend(svg)
+    colours = {d: stroke(e) for d, e in entries["direction"].items()}
+    wrapped = routes["0-3"]
+    assert wrapped["line"] and wrapped["segments"] == ["0-1", "1-2", "2-3"] and wrapped["arcs"] == 0
+    assert wrapped["direction"] == "+1" and wrapped["colour"] == colours["+1"] != colours["-1"]
+    assert routes["4-7"]["segments"] == ["4-5", "5-6", "6-7"]
+    neighbours = ("1-0", "2-1", "3-2", "5-4", "6-5", "7-6")
+    assert all(routes[p]["segments"] == [p] and routes[p]["colour"] == colours["-1"] for p in neighbours)
+    assert sum(len(r["segments"]) for r in routes.values()) == 2 * (3 + 3)
+    links = [f"{r * 4 + k}-{r * 4 + k + 1}" for r in range(2) for k in range(3)]
+    assert _link_bytes(svg) == {(link, way): 256 for link in links for way in ("+1", "-1")}
+    assert "\u2192d3 through every link between" in words(entries["direction"]["+1"])
+    assert all("along the line" in words(e) for e in entries["direction"].values())
+    assert set(entries["label"]) == {"link-bytes"} and "256 B beside a link" in words(entries["label"]["link-bytes"])
+    assert "(along the line: d0->d1->d2->d3, d4->d5->d6->d7)" in line.text()
+
+    ring_svg = draw_schedule(a, RING_OF_4).svg()
+    routes = _routes(ring_svg)
+    wrapped = routes["0-3"]
+    assert not wrapped["line"] and wrapped["segments"] == [] and wrapped["arcs"] == 1 and wrapped["wraparound"]
+    assert wrapped["direction"] == "-1" and all(r["arcs"] == 0 for p, r in routes.items() if p not in ("0-3", "4-7"))
+    labels = [g for g in ET.fromstring(ring_svg).iter(f"{SVG}g") if g.get("data-label") == "wraparound"]
+    assert labels and all(words(g) == "wraparound link" for g in labels)
+    assert _link_bytes(ring_svg) == {} and "label" not in legend(ring_svg)
+
+
+def test_on_a_line_both_ways_load_each_link_as_one_way_does():
+    """Both ways round the rings of 4 with half the bytes each way, on the v5e's line: each
+    link direction carries a neighbour's half and a wrapped pair's half, the same 256 B as the
+    one-way ring puts there; each wrapped pair crosses n - 1 = 3 links, and every pair is
+    drawn in its way of travel's colour."""
+    halves = RING.replace("f32[8,8]", "f32[8,4]")
+    a = analyze_text(halves, (2, 4), ("X", "Y"))
+    svg = draw_schedule(a, "TPU v5e").svg()
+    routes = _routes(svg)
+    colours = {d: stroke(e) for d, e in legend(svg)["direction"].items()}
+    assert routes["0-3"]["segments"] == ["0-1", "1-2", "2-3"] and routes["3-0"]["segments"] == ["3-2", "2-1", "1-0"]
+    assert all(r["colour"] == colours[r["direction"]] for r in routes.values())
+    links = [f"{r * 4 + k}-{r * 4 + k + 1}" for r in range(2) for k in range(3)]
+    assert _link_bytes(svg) == {(link, way): 2 * 128 for link in links for way in ("+1", "-1")}
+
+
+def test_line_of_3_routes_and_labels_every_step(sol4):
+    """The odd ring of problem4's lesson on 3 chips of a v5p (no wraparound: a line): in each
+    step both wrapped pairs cross 2 links, and each link direction carries both halves."""
+    mesh = assignments.make_mesh((1, 3))
+    a = compiled(sol4.reducescatter_matmul_bidirectional, mesh, abstract(mesh, (4, 6), ("X", "Y")),
+                 abstract(mesh, (6, 12), ("Y", None)), mesh=mesh)
+    svg = draw_schedule(a, "TPU v5p", compact=True).svg()
+    routes = _routes(svg)
+    assert routes["2-0"]["segments"] == ["2-1", "1-0"] and routes["0-2"]["segments"] == ["0-1", "1-2"]
+    half = a.collectives[0].bytes
+    assert _link_bytes(svg) == {(link, way): 2 * half for link in ("0-1", "1-2") for way in ("+1", "-1")}
+
+
+def test_profile_table_shows_collectives_in_bold(tmp_path):
+    """Does the profile's table, as a notebook shows it, set its collectives' rows in bold
+    (as its caption says) and no other row, with each opcode kept whole?"""
+    import gzip
+
+    from assignments.display import table_html, to_text
+    from assignments.profiling import Profile, summary_table
+
+    trace = tmp_path / "perfetto_trace.json.gz"
+    events = [{"ph": "X", "name": name, "tid": tid, "dur": dur}
+              for name, dur in (("ag", 40.0), ("late", 90.0), ("early", 30.0), ("cp", 20.0), ("beside", 10.0))
+              for tid in (1, 2)]
+    with gzip.open(trace, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    table = summary_table(Profile(str(trace), STRAIGHT, runs=1))
+    assert "collectives in bold" in to_text(table)
+    html = table_html(table)
+    rows = {}
+    for row in re.findall(r"<tr style='background:none'>(.*?)</tr>", html):
+        cells = re.findall(r'<td style="([^"]*)">(.*?)</td>', row)
+        rows[cells[1][1]] = [style for style, _ in cells]
+    assert sorted(rows) == ["all-gather", "collective-permute", "dot"], rows
+    assert {opcode for opcode, styles in rows.items() if all("font-weight:bold" in s for s in styles)} == \
+        {"all-gather", "collective-permute"}, rows
+    assert not any("font-weight:bold" in s for s in rows["dot"])
+    assert all("white-space:nowrap" in styles[1] for styles in rows.values())
 
 
 def test_check_and_report_show_the_steps(sol3, capsys):
@@ -346,6 +574,7 @@ import functools
 import jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 import problem3, problem4
+from assignments.costs import cube_slice
 mesh = assignments.make_mesh((2, 4))
 
 def abstract(shape, spec, on=mesh):
@@ -361,7 +590,7 @@ assignments.show_schedule({"allgather_matmul": functools.partial(problem3.allgat
     """args = (abstract((1024, 1024), ('X', 'Y')), abstract((1024, 2048), ('Y', None)))
 assignments.show_schedule({"one way": functools.partial(problem3.reducescatter_matmul, mesh=mesh),
                            "both ways": functools.partial(problem4.reducescatter_matmul_bidirectional, mesh=mesh)},
-                          *args, chip="TPU v5p")""",
+                          *args, chip=cube_slice("TPU v5p", (2, 4), ("X", "Y"), ring="Y"))""",
     # an odd ring, and the compact form the visible checks show
     """ring3 = assignments.make_mesh((1, 3))
 args3 = (abstract((512, 768), ('X', 'Y'), ring3), abstract((768, 1536), ('Y', None), ring3))
@@ -437,6 +666,9 @@ MEASURE = """() => {
                     .reduce((s, x, i) => s + [0.2126, 0.7152, 0.0722][i] * x, 0);
   const contrast = (c, bg) => { const [x, y] = [lum(over(c, bg)), lum(rgba(bg).slice(0, 3))].sort((p, q) => q - p);
                                 return (x + 0.05) / (y + 0.05); };
+  // a fill or stroke as drawn: its colour, times its own opacity (secondary text is fainter)
+  const painted = (e, prop) => { const s = getComputedStyle(e), [r, g, b, a] = rgba(s[prop]);
+                                 return `rgba(${r}, ${g}, ${b}, ${a * parseFloat(s[prop + 'Opacity'])})`; };
   return [...document.querySelectorAll('svg.kit-schedule')].map(svg => {
     let bg = 'rgb(255, 255, 255)';
     for (let e = svg; e; e = e.parentElement) {
@@ -445,10 +677,13 @@ MEASURE = """() => {
     }
     const area = svg.closest('.jp-OutputArea-output');
     const lines = [...svg.querySelectorAll('g.arrow path, g.group rect, g.group polygon')];
-    const least = (els, prop) => Math.min(...els.map(e => contrast(getComputedStyle(e)[prop], bg)));
-    return {width: svg.getBoundingClientRect().width, scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width,
-            area: area.clientWidth, scroll: area.scrollWidth, background: bg,
-            text: least([...svg.querySelectorAll('text')], 'fill'), lines: lines.length ? least(lines, 'stroke') : null};
+    const least = (els, prop) => Math.min(...els.map(e => contrast(painted(e, prop), bg)));
+    const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    const texts = [...svg.querySelectorAll('text')];
+    return {width: svg.getBoundingClientRect().width, scale: scale, area: area.clientWidth, scroll: area.scrollWidth,
+            background: bg, text: least(texts, 'fill'), lines: lines.length ? least(lines, 'stroke') : null,
+            font: Math.min(...texts.map(t => parseFloat(getComputedStyle(t).fontSize) * scale)),
+            code: parseFloat(getComputedStyle(area).getPropertyValue('--jp-code-font-size'))};
   });
 }"""
 
@@ -457,8 +692,9 @@ MEASURE = """() => {
 @pytest.mark.slow
 def test_schedule_reads_in_jupyterlab_light_and_dark(busy_shared_memory, tmp_path, repo_root):
     """In JupyterLab at 1024 px with the file browser open, in the light and the dark theme:
-    is every schedule picture drawn whole inside its output area, at nearly its own size, with
-    text and arrows in readable contrast? Screenshots go to build/screenshots/schedule/."""
+    is every schedule picture drawn whole inside its output area, at its own size, its text at
+    the output's body size, text and arrows in readable contrast? Screenshots go to
+    build/screenshots/schedule/."""
     import shutil
 
     from playwright.sync_api import sync_playwright
@@ -474,7 +710,8 @@ def test_schedule_reads_in_jupyterlab_light_and_dark(busy_shared_memory, tmp_pat
             browser = p.chromium.launch(executable_path=chromium, args=[
                 "--headless", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run", "--disable-quic"])
-            page = browser.new_page(viewport={"width": 1024, "height": 900})
+            # tall enough that the tallest picture (two programs, three steps each) is screenshot whole
+            page = browser.new_page(viewport={"width": 1024, "height": 1700})
             for theme in ("JupyterLab Light", "JupyterLab Dark"):
                 _set_theme(tmp_path, theme)
                 page.goto(f"{base}/lab/tree/{notebook}?token={token}")
@@ -495,7 +732,8 @@ def test_schedule_reads_in_jupyterlab_light_and_dark(busy_shared_memory, tmp_pat
                 for m in measured:
                     assert m["area"] < 700, m                      # the narrow case: 1024 px, sidebar open
                     assert m["width"] <= m["area"] + 1 and m["scroll"] <= m["area"] + 2, (theme, m)
-                    assert m["scale"] >= 0.85, (theme, m)       # its 10-11 px text stays readable
+                    # text at the size of the printed output above it (the checks' messages)
+                    assert m["scale"] == 1 and m["font"] >= m["code"] == 13, (theme, m)
                     assert m["text"] >= 4.5 and m["lines"] >= 3.0, (theme, m)   # WCAG: text, then graphics
             browser.close()
     finally:
