@@ -19,11 +19,18 @@ writes `dist/handout-problem1/` and `dist/handout-problem1.zip`:
         ipython_kernel_config.py                    every kernel loads `assignments` (its NameError
                                                     hint names the set-up cell, also before it ran)
       problem1/problem1.ipynb   the release notebook (nbgrader's stubs, no hidden tests)
+      .exchange/scaling-jax/outbound/problem1/   the release again: a stand-in exchange for a
+                                laptop (below)
 
 The folder is laid out as nbgrader's Fetch lays out a fetched assignment: JupyterLab started
 in `handout-problem1/` shows `problem1/` as already fetched, and Submit hands in the notebook
 the student opened. The course id and the exchange come from the course's `nbgrader_config.py`
 (what nbgrader itself uses there), so instructor and student meet in the same exchange.
+On a laptop that exchange cannot exist: there the student's nbgrader uses the hand-out's
+`.exchange/`, so the Assignment List lists the assignment as downloaded (not "The exchange
+directory does not exist"), and Submit hands in nothing and names the file to upload to the
+course's LMS or Gradescope instead (the instructor collects those with `nbgrader zip_collect`,
+tests/test_nbgrader.py).
 
 It never holds `graders/`, `solutions/`, source notebooks or hidden cases
 (`tests/test_handout.py` checks the zip).
@@ -99,21 +106,69 @@ JupyterLab opens in this folder, where nbgrader keeps your copy of `{name}`:
    and rerun its check. A check runs your function on a 2x4 mesh and on a 4x2 mesh.
 3. Press **Validate** in the notebook's toolbar (or run `nbgrader validate {name}/{name}.ipynb`):
    it names every function whose check still fails.
-4. Save (*File > Save Notebook*), then hand in:
-   - through JupyterLab: *Nbgrader > Assignment List*, **Submit** next to `{name}`
-     (your course's exchange is `{exchange}`); if no answer cell differs from the
-     release, Submit says so and hands in nothing until you press it again. Later the same
-     panel shows **Fetch Feedback**, then *(view feedback)*;
-   - or upload `{name}/{name}.ipynb` where your course collects it (Gradescope, your LMS).
+4. Save (*File > Save Notebook*), then hand in; how depends on where you work:
+   - **on the course's shared machine or JupyterHub** (where its exchange, `{exchange}`,
+     exists): *Nbgrader > Assignment List*, **Submit** next to `{name}`. If no answer cell
+     differs from the release, Submit says so and hands in nothing until you press it again.
+     Later the same panel shows **Fetch Feedback**, then *(view feedback)*;
+   - **on your own computer** (a laptop: no course exchange can exist there): upload
+     `{name}/{name}.ipynb`, this folder's notebook as last saved, where your course collects
+     work (its LMS assignment page, or Gradescope). The Assignment List still shows `{name}`
+     as downloaded; its Submit hands in nothing here and names the file to upload. Feedback
+     comes back the way your course returns it (an HTML page).
 """
 
-NBGRADER_CONFIG = """# The course's settings for students' nbgrader (Assignment List, Validate, submit).
+LAPTOP_EXCHANGE = ".exchange"
+"""The stand-in exchange inside the hand-out folder (hidden in JupyterLab's file browser): the
+release only, so that on a laptop the Assignment List lists the assignment as downloaded."""
+
+NBGRADER_CONFIG = '''# The course's settings for students' nbgrader (Assignment List, Validate, Submit).
+import os
+
 c = get_config()  # noqa: F821
-c.CourseDirectory.course_id = {course!r}
-c.Exchange.root = {exchange!r}
+COURSE, EXCHANGE = {course!r}, {exchange!r}
+c.CourseDirectory.course_id = COURSE
+c.Exchange.root = EXCHANGE
 # Submit asks again before it hands in a notebook whose answer cells are the release's.
 c.ExchangeFactory.submit = {submit!r}
-"""
+
+# On a laptop the course's exchange cannot exist: the hand-out's own folder carries a stand-in,
+# {laptop!r}, holding only the release, so the Assignment List (run in the hand-out's folder)
+# lists the assignment as downloaded instead of "The exchange directory does not exist", and
+# its Submit (and `nbgrader submit`) says to upload the notebook instead.
+LAPTOP = os.path.join(os.getcwd(), {laptop!r})
+if not os.path.isdir(os.path.join(EXCHANGE, COURSE)) and os.path.isdir(os.path.join(LAPTOP, COURSE)):
+    from assignments.handin import SubmitAskingIfUnchanged, unchanged_notebooks
+
+    class UploadInstead(SubmitAskingIfUnchanged):
+        """Submit on a computer without the course's exchange (a laptop): nothing can reach the
+        instructor from here, so it hands in nothing and says what to upload instead (the
+        notebook, to the course's LMS or Gradescope). It never lists the assignment as
+        submitted: a student must not believe it handed in."""
+
+        def init_dest(self):
+            pass  # nothing is copied anywhere
+
+        def copy_files(self):
+            self.init_release()
+            unchanged = unchanged_notebooks(self.release_path, self.src_path)
+            notebooks = sorted(n for n in os.listdir(self.src_path) if n.endswith(".ipynb"))
+            lines = [
+                "Nothing was handed in: this computer has no course exchange",
+                f"({{os.path.join(EXCHANGE, COURSE)}} does not exist).",
+                "To hand in, save the notebook (File > Save Notebook), then upload this",
+                "file where your course collects work (its LMS page, or Gradescope):",
+                *(f"    {{os.path.join(self.src_path, name)}}" for name in notebooks),
+                "If your course hands in through nbgrader on a shared machine, work there",
+                "(or ask your instructor to set up its exchange on this one).",
+            ]
+            if unchanged:
+                lines += ["", f"Careful: {{', '.join(unchanged)}} has no answer cell changed since the release."]
+            self.fail("\\n" + "\\n".join(lines))
+
+    c.Exchange.root = LAPTOP
+    c.ExchangeFactory.submit = UploadInstead
+'''
 
 SERVER_CONFIG = '''# The course's settings for the student's Jupyter server.
 import os
@@ -173,9 +228,14 @@ def course_settings(course_root: str = KIT_ROOT) -> tuple[str, str]:
     return CourseDirectory(config=config).course_id, Exchange(config=config).root
 
 
+MAINTAINER_MODULES = ("scaffold.py",)
+"""Modules of `assignments` a student never runs: the scaffold writes a new graded function's
+source, graders and tests into the kit (ADDING.md)."""
+
+
 def _copy_runtime(dest: str) -> None:
     shutil.copytree(os.path.join(KIT_ROOT, "assignments"), os.path.join(dest, "assignments"),
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jaxexport"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jaxexport", *MAINTAINER_MODULES))
 
 
 def _write(path: str, text: str) -> None:
@@ -201,7 +261,8 @@ def write_student_config(dest: str, exchange: str | None = None, course: str | N
                       indent=2) + "\n")
     _write(os.path.join(cfg, "jupyter_server_config.py"), SERVER_CONFIG)
     _write(os.path.join(cfg, "nbgrader_config.py"),
-           NBGRADER_CONFIG.format(course=course, exchange=exchange, submit=SUBMIT_PLUGIN))
+           NBGRADER_CONFIG.format(course=course, exchange=exchange, submit=SUBMIT_PLUGIN,
+                                  laptop=LAPTOP_EXCHANGE))
     return cfg
 
 
@@ -231,8 +292,11 @@ def build_handout(name: str, out_dir: str | None = None, exchange: str | None = 
     os.makedirs(dest)
     shutil.copytree(os.path.join(KIT_ROOT, "release", name), os.path.join(dest, name),
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    # The laptop's stand-in exchange (see NBGRADER_CONFIG): the release, as nbgrader's release
+    # lays it out in an exchange's outbound folder.
+    shutil.copytree(os.path.join(dest, name), os.path.join(dest, LAPTOP_EXCHANGE, course_id, "outbound", name))
     _copy_runtime(dest)
-    write_student_config(dest, exchange=exchange)
+    write_student_config(dest, exchange=exchange, course=course_id)
     write_kernel_config(dest)
     _write(os.path.join(dest, "pyproject.toml"),
            PYPROJECT.format(name=name, deps=", ".join(RUNTIME_DEPENDENCIES)))

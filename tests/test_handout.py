@@ -276,3 +276,63 @@ def test_submit_confirmation_is_for_the_same_notebook(exchange):
     nbformat.write(nb, path)
     with pytest.raises(ExchangeError):
         submit(exchange)
+
+
+# --- a laptop: no course exchange, a hand-in uploaded instead ------------------------------------
+
+def test_on_a_laptop_the_assignment_list_lists_the_handout_and_submit_names_the_upload(tmp_path, monkeypatch):
+    """Where the course's exchange does not exist (a student's laptop), does nbgrader's
+    Assignment List, run as JupyterLab runs it in the hand-out's folder with the hand-out's
+    settings, list the course and problem1 as downloaded (no "exchange directory does not
+    exist"), and does its Submit hand in nothing and name the file to upload, the one the
+    hand-out's README says to upload?"""
+    from nbgrader.server_extensions.assignment_list.handlers import AssignmentList
+
+    zipped = zipfile.ZipFile(build_handout("problem1", str(tmp_path / "dist"),
+                                           exchange=str(tmp_path / "no-exchange-here")))
+    zipped.extractall(tmp_path / "laptop")
+    folder = tmp_path / "laptop" / "handout-problem1"
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(folder / "jupyter-config"))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(folder)  # the server's working folder, its root_dir (jupyter_server_config.py)
+    manager = AssignmentList()
+    manager.root_dir = str(folder)
+    assert manager.list_courses() == {"success": True, "value": ["scaling-jax"]}
+    listed = manager.list_assignments(course_id="scaling-jax")
+    assert listed["success"], listed
+    assert [(a["assignment_id"], a["status"], a["path"]) for a in listed["value"]] == [
+        ("problem1", "fetched", "problem1")]
+    for _ in range(2):  # the second press hands in nothing either (no "press again" here)
+        submitted = manager.submit_assignment("scaling-jax", "problem1")
+        assert not submitted["success"]
+        note = submitted["value"].split("ExchangeError:", 1)[1]
+        assert "Nothing was handed in: this computer has no course exchange" in note
+        assert f"    {folder / 'problem1' / 'problem1.ipynb'}\n" in note, note
+        assert "Careful: problem1.ipynb has no answer cell changed" in note
+        assert all(len(line) <= 88 for line in note.splitlines() if "/" not in line), note  # a box that does not wrap
+    assert manager.list_assignments(course_id="scaling-jax")["value"] == listed["value"]  # nothing submitted
+    readme = (folder / "README.md").read_text()
+    assert "**on your own computer**" in readme and "upload\n     `problem1/problem1.ipynb`" in readme
+    # Answers typed in: the note says to upload, without the warning.
+    path = folder / "problem1" / "problem1.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    answer.source = answer.source.replace("raise NotImplementedError()", "return A")
+    nbformat.write(nb, path)
+    note = manager.submit_assignment("scaling-jax", "problem1")["value"]
+    assert "upload this" in note and "Careful" not in note
+
+
+def test_where_the_course_exchange_exists_the_handout_uses_it(tmp_path, monkeypatch):
+    """On the course's shared machine (its exchange there, the course's folder in it), does the
+    same hand-out's nbgrader use that exchange and the Submit that hands in, not the stand-in?"""
+    zipped = zipfile.ZipFile(build_handout("problem1", str(tmp_path / "dist"), exchange=str(tmp_path / "exchange")))
+    zipped.extractall(tmp_path / "shared")
+    (tmp_path / "exchange" / "scaling-jax").mkdir(parents=True)
+    folder = tmp_path / "shared" / "handout-problem1"
+    settings = config_of(zipped.read("handout-problem1/jupyter-config/nbgrader_config.py").decode(), cwd=str(folder))
+    assert settings.Exchange.root == str(tmp_path / "exchange") and settings.ExchangeFactory.submit == SUBMIT_PLUGIN
+    (tmp_path / "exchange" / "scaling-jax").rmdir()
+    settings = config_of(zipped.read("handout-problem1/jupyter-config/nbgrader_config.py").decode(), cwd=str(folder))
+    assert settings.Exchange.root == str(folder / ".exchange")
+    assert settings.ExchangeFactory.submit.__name__ == "UploadInstead"

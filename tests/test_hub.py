@@ -1,10 +1,14 @@
 """A course on a real JupyterHub, end to end in a browser: the README's "A course on JupyterHub".
 
-On this machine, as the README sets it up: the kit's environment installed from its own files
-where every user can read it, with JupyterHub (hub/requirements.txt); local users in the
-course's Unix groups, with passwords; the instructor's course folder, a copy of the kit, in a
-private home; nbgrader's default exchange, made with the README's line; the hub started with
-hub/jupyterhub_config.py on loopback (free ports), configurable-http-proxy from npm.
+On this machine, the README's hub block itself, read from README.md and run line by line as
+written (as root, in a private mount namespace whose /srv, /opt, /home and /usr/local/share are
+its own), so that a README edit that breaks the route fails here. What the test changes in
+those lines is `Substitutions`, each with its reason: no sudo, unique user and group names,
+chpasswd for passwd, this stack's Python for python3, the working tree for `git archive HEAD`,
+the hub on loopback at free ports. So: the kit copied to /srv/scaling-jax, the proxy
+(.ci/hub-packages), the kit's environment in /opt/scaling-jax with JupyterHub; local users in
+the course's Unix groups, with passwords; the instructor's course folder, a copy of the kit, in
+a private home; nbgrader's default exchange; the hub started with hub/jupyterhub_config.py.
 Then, in Chromium, with real logins:
 - the instructor generates and releases problem1 from formgrader (its own tab);
 - two students fetch it from the Assignment List, open it from there, type their answers into
@@ -30,10 +34,11 @@ import time
 
 import nbformat
 import pytest
+from grading import CODE_POINTS
 
-from routes import (EXCHANGE_PARENT, HEIGHT, WIDTH, Namespace, add_group, add_user, copy_kit,
-                    free_port, launch_chromium, menu, open_assignment_list, remove_group, remove_user,
-                    let_users_run_stack_python, require_root_machine, release_scratch, save, scratch_folder, stack_python, stop,
+from routes import (EXCHANGE_PARENT, HEIGHT, REPO_ROOT, WIDTH, Namespace, free_port, launch_chromium,
+                    let_users_run_stack_python, menu, open_assignment_list, release_scratch, remove_group,
+                    remove_user, require_root_machine, save, scratch_folder, stack_python, stop,
                     submit_from_assignment_list, sync_playwright, type_into_cell, unique_name, wait_for_http,
                     wait_kernel_idle)
 from test_browser import answers, leaked, mark_scheme_lines
@@ -42,24 +47,95 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.hub]
 
 ASSIGNMENT = "problem1"
 NOTEBOOK = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
-# The README's commands (test_readme_shows_the_hub_commands keeps them in step), with /opt/scaling-jax,
-# /srv/scaling-jax and the groups standing for this test's own folders and names.
-INSTALL = ("sudo python3 -m venv --upgrade-deps /opt/scaling-jax && "
-           "sudo /opt/scaling-jax/bin/pip install /srv/scaling-jax -r /srv/scaling-jax/hub/requirements.txt")
-MAKE_EXCHANGE = ("sudo install -d -m 1777 /usr/local/share/nbgrader/exchange && "
-                 "sudo install -d -m 0755 -o teacher /usr/local/share/nbgrader/exchange/scaling-jax")
-COPY = "sudo install -d -m 700 /srv/scaling-jax && git archive HEAD | sudo tar -x -C /srv/scaling-jax"
-"""The README's copy of the kit for root: this test makes the same copy of the working tree (`copy_kit`)."""
-START = ("sudo /opt/scaling-jax/bin/jupyterhub -f /srv/scaling-jax/hub/jupyterhub_config.py")
+HUB_SECTION = "#### A course on JupyterHub (one machine)"
 GRADE_ON_HUB = f"python -m graders submitted/STUDENT/{NOTEBOOK} --assignment {ASSIGNMENT} -o results.json"
+OVERLAID = ("/srv", "/opt", "/home", EXCHANGE_PARENT)
+"""The README's system folders, each a writable overlay in the test's private mount namespace:
+what the README's lines write there stays in the namespace and goes with it."""
 
 
-def test_readme_shows_the_hub_commands(repo_root):
-    """Are the commands this test runs the ones the README's hub section gives?"""
+def readme_hub_block(repo_root) -> list[str]:
+    """The lines of the first code block of the README's hub section, as written (comments and
+    blank lines left out: bash would skip them)."""
+    text = open(os.path.join(repo_root, "README.md")).read()
+    section = text[text.index(HUB_SECTION):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+class Substitutions:
+    """What this test changes in the README's lines, and why; each must apply to some line (a
+    README edit that moves a line out of their reach fails here rather than run unchecked)."""
+
+    def __init__(self, names: dict[str, str], groups: dict[str, str], passwords: dict[str, str],
+                 kit_files: str, python: str):
+        self.rules = [
+            # (what, by, why)
+            (r"\bsudo ", "", "the test runs as root (sudo itself may not be installed)"),
+            (r"\bgit archive HEAD\b", f"tar -c -C {REPO_ROOT} --no-recursion -T {kit_files}",
+             "the kit as a clone of this working tree holds it (uncommitted work included): its "
+             "tracked and new files, as `git archive` lists a commit's"),
+            (r"\bpython3 ", f"{python} ", "this stack's interpreter (made readable to every user in "
+             "the namespace): the README asks for a Python every user can run"),
+            *((rf"\bpasswd {re.escape(readme)}\b", f"chpasswd <<< {names[readme]}:{passwords[names[readme]]}",
+               "passwd asks at a terminal; chpasswd sets the same password from the test")
+              for readme in names),
+            *((rf"\b{re.escape(readme)}\b", ours, "the machine's user database is shared with other runs: "
+               "unique names, removed afterwards") for readme, ours in {**names, **groups}.items()),
+        ]
+        self.used = [False] * len(self.rules)
+
+    def apply(self, line: str) -> str:
+        for i, (what, by, _) in enumerate(self.rules):
+            line, n = re.subn(what, lambda _m, by=by: by, line)
+            self.used[i] |= bool(n)
+        return line
+
+    def check_all_used(self) -> None:
+        unused = [what for (what, _, _), used in zip(self.rules, self.used) if not used]
+        assert not unused, f"the README's hub section no longer has what these stand for: {unused}"
+
+
+def for_each_student(lines: list[str], students: tuple[str, ...] = ("alice", "bob")) -> list[str]:
+    """The README's lines for alice, repeated for every student (its comment: "each student"):
+    bob's is alice's with his name ("Bob Liddell")."""
+    out = []
+    for line in lines:
+        if re.search(r"\balice\b", line):
+            out += [re.sub(r"\balice\b", who, line.replace("Alice", who.title())) for who in students]
+        else:
+            out.append(line)
+    return out
+
+
+def kit_file_list(path: str) -> str:
+    """The files of this working tree a clone would hold (tracked and new, nothing ignored), one a
+    line, for `tar -T`."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                           cwd=REPO_ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    with open(path, "w") as f:
+        f.writelines(name + "\n" for name in files if name and os.path.isfile(os.path.join(REPO_ROOT, name)))
+    return path
+
+
+def test_readme_hub_section_is_one_route(repo_root):
+    """Does the README's hub block copy the kit before anything runs from it, install, make the
+    users, the course and the exchange, and end by starting the hub (what test_course_on_jupyterhub
+    runs, line by line), with every substitution of this test finding its line?"""
+    lines = readme_hub_block(repo_root)
+    assert lines[0].startswith("sudo install -d -m 700 /srv/scaling-jax && git archive HEAD"), lines[0]
+    first_use = next(i for i, line in enumerate(lines) if "/srv/scaling-jax/" in line)
+    assert first_use > 0, "a command runs from /srv/scaling-jax before the kit is copied there"
+    assert lines[-1] == "sudo /opt/scaling-jax/bin/jupyterhub -f /srv/scaling-jax/hub/jupyterhub_config.py"
+    assert "cd /srv/scaling-jax-hub" in lines[-2]
+    subs = Substitutions({"teacher": "kitiXXXX", "alice": "kitaXXXX"},
+                         {"scaling-jax-instructors": "kitXins", "scaling-jax-students": "kitXstu"},
+                         {"kitiXXXX": "pw", "kitaXXXX": "pw"}, "/tmp/files", "/usr/bin/python3.11")
+    typed = [subs.apply(line) for line in lines]
+    subs.check_all_used()
+    assert not any(re.search(r"\b(sudo|teacher|alice|passwd)\b", line) for line in typed), typed
     readme = open(os.path.join(repo_root, "README.md")).read()
-    for command in (COPY, MAKE_EXCHANGE, INSTALL, START, ".ci/hub-packages", "chmod 700",
-                    "/user/<instructor>/formgrader"):
-        assert command in readme, command
+    assert "/user/<instructor>/formgrader" in readme
 
 
 def require_proxy() -> None:
@@ -77,8 +153,9 @@ def shots(repo_root):
 
 
 @pytest.fixture(scope="module")
-def hub(shots):
-    """The README's hub on loopback: environment, users, course, exchange, JupyterHub."""
+def hub(shots, repo_root):
+    """The README's hub on loopback: its set-up block run line by line as written (the
+    substitutions above, each stated), then JupyterHub started with its last line."""
     require_root_machine()
     require_proxy()
     sync_playwright()
@@ -86,54 +163,51 @@ def hub(shots):
     scratch = scratch_folder("kit-hub-")
     ns = Namespace(scratch)
     tag = secrets.token_hex(2)
-    groups = {"instructors": f"kit{tag}ins", "students": f"kit{tag}stu"}
+    groups = {"scaling-jax-instructors": f"kit{tag}ins", "scaling-jax-students": f"kit{tag}stu"}
     people = {"instructor": unique_name("i"), "alice": unique_name("a"), "bob": unique_name("b")}
     passwords = {name: secrets.token_urlsafe(12) for name in people.values()}
     proc = None
     try:
-        srv, opt = os.path.join(scratch, "srv-scaling-jax"), os.path.join(scratch, "opt-scaling-jax")
-        copy_kit(srv)
-        os.chmod(srv, 0o700)  # root's copy holds the graders
-        python = stack_python()
-        # As root, outside the namespace (root's pip cache helps a second run).
-        built = subprocess.run(["bash", "-c", INSTALL.replace("sudo ", "").replace("python3", python)
-                                .replace("/opt/scaling-jax", opt).replace("/srv/scaling-jax", srv)],
-                               capture_output=True, text=True, timeout=900)
+        for folder in OVERLAID:
+            ns.writable_overlay(folder)
+        subs = Substitutions({"teacher": people["instructor"], "alice": people["alice"], "bob": people["bob"]},
+                             groups, passwords, kit_file_list(os.path.join(scratch, "kit-files")), stack_python())
+        lines = readme_hub_block(repo_root)
+        set_up = [subs.apply(line) for line in for_each_student(lines[:-1])]
+        start_lines = subs.apply(lines[-2]) + "\n" + subs.apply(lines[-1])  # `cd /srv/scaling-jax-hub`, the start
+        subs.check_all_used()
+        # As root, in the namespace, "from your clone of the kit": one script, stopping at the first error.
+        built = ns.run(["bash", "-e", "-c", "\n".join(set_up)], cwd=REPO_ROOT, timeout=900, check=False)
         assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
-        print(f"\nhub environment ({python}) installed in {time.time() - started:.0f} s")
-        ns.writable_overlay(EXCHANGE_PARENT)
+        print(f"\nthe README's hub set-up ran in {time.time() - started:.0f} s")
         let_users_run_stack_python(ns)
-        for group in groups.values():
-            add_group(group)
-        homes = {}
-        for role, name in people.items():
-            group = groups["instructors"] if role == "instructor" else groups["students"]
-            homes[name] = add_user(name, passwords[name], groups=(group,), homes=scratch)
-            if role != "instructor":  # the README's `useradd -c "Alice Liddell"`
-                subprocess.run(["chfn", "--full-name", f"{role.title()} Liddell", name], check=True, capture_output=True)
-        course = copy_kit(os.path.join(homes[people["instructor"]], "scaling-jax"))
-        subprocess.run(["chown", "-R", f"{people['instructor']}:", course], check=True)
-        port, hub_port, api_port = free_port(), free_port(), free_port()
-        state = os.path.join(scratch, "hub")
-        os.makedirs(state, mode=0o700)
         log = os.path.join(scratch, "hub.log")
+        port, hub_port, api_port = free_port(), free_port(), free_port()
+        # The README's start on loopback, at free ports; the groups are the test's.
+        start = ["bash", "-e", "-c", start_lines + f" --ip=127.0.0.1 --port={port} --JupyterHub.hub_port={hub_port}"
+                 f" --ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"]
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-               "SCALING_JAX_INSTRUCTORS": groups["instructors"], "SCALING_JAX_STUDENTS": groups["students"]}
-        start = [os.path.join(opt, "bin", "jupyterhub"), "-f", os.path.join(srv, "hub", "jupyterhub_config.py"),
-                 "--ip=127.0.0.1", f"--port={port}", f"--JupyterHub.hub_port={hub_port}",
-                 f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}"]
-        # An exchange made as nbgrader makes it (0777): the hub does not start, and says why.
-        ns.shell("mkdir -p /usr/local/share/nbgrader/exchange && chmod 0777 /usr/local/share/nbgrader/exchange")
-        refused = ns.run(start, cwd=state, env=env, check=False, timeout=120)
+               "SCALING_JAX_INSTRUCTORS": groups["scaling-jax-instructors"],
+               "SCALING_JAX_STUDENTS": groups["scaling-jax-students"]}
+        # An exchange as nbgrader makes it (0777) and a course folder an earlier release as root
+        # left root's: the hub does not start, and says why and what mends each.
+        exchange = "/usr/local/share/nbgrader/exchange"
+        ns.shell(f"chmod 0777 {exchange} && chown root: {exchange}/scaling-jax")
+        refused = ns.run(start, env=env, check=False, timeout=120)
         assert refused.returncode != 0, refused.stdout[-2000:] + refused.stderr[-2000:]
-        assert "The course hub did not start" in refused.stderr and "sudo chmod 1777" in refused.stderr, refused.stderr
-        ns.shell(MAKE_EXCHANGE.replace("sudo ", "").replace("teacher", people["instructor"]))
-        proc = ns.popen(start, log=log, cwd=state, env=env)
+        message = refused.stderr
+        assert "The course hub did not start" in message and "sudo chmod 1777" in message, message
+        assert f"{exchange}/scaling-jax: is root's" in message and "sudo chown -R" in message, message
+        # The README's exchange line mends both (install -d sets the mode and owner of a folder that exists).
+        ns.shell(next(line for line in set_up if line.startswith(f"install -d -m 1777 {exchange}")))
+        proc = ns.popen(start, log=log, env=env)
         base = f"http://127.0.0.1:{port}"
         wait_for_http(f"{base}/hub/login", proc, log)
         print(f"hub up {time.time() - started:.0f} s after the start of set-up")
+        homes = {name: f"/home/{name}" for name in people.values()}
         yield {"ns": ns, "base": base, "log": log, "people": people, "passwords": passwords, "homes": homes,
-               "course": course, "env": opt, "srv": srv}
+               "course": f"/home/{people['instructor']}/scaling-jax", "env": "/opt/scaling-jax",
+               "srv": "/srv/scaling-jax", "scratch": scratch}
     finally:
         times = [time.time()]
         if proc is not None:
@@ -150,6 +224,11 @@ def hub(shots):
         times.append(time.time())
         print("hub stopped in {:.0f} s, users removed in {:.0f} s, folders in {:.0f} s".format(
             *(b - a for a, b in zip(times, times[1:]))))
+
+
+def inside(hub, path: str) -> str:
+    """`path` of the hub's namespace (homes, /srv, /opt), as this process reads it."""
+    return hub["ns"].path(path)
 
 
 # --- pages --------------------------------------------------------------------------------------
@@ -246,14 +325,22 @@ def graded_as_instructor(hub, student) -> tuple[dict, str]:
     report = hub["ns"].shell(f"export PATH={hub['env']}/bin:$PATH && cd scaling-jax && {command}",
                              user=hub["people"]["instructor"], timeout=900).stdout
     isolation = next((line for line in report.splitlines() if line.startswith("isolation: ")), "")
-    with open(os.path.join(hub["course"], out)) as f:
+    with open(inside(hub, os.path.join(hub["course"], out))) as f:
         return json.load(f), isolation
 
 
-def gradebook_scores(hub, student) -> dict[str, float]:
+def open_gradebook(hub):
+    """The instructor's gradebook, opened from a copy: SQLite resolves /proc/<pid>/root to this
+    process's own root, so it cannot open the file in the namespace where it lies."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{hub['course']}/gradebook.db") as gb:
+    copy = os.path.join(hub["scratch"], f"gradebook-{secrets.token_hex(4)}.db")
+    shutil.copy(inside(hub, f"{hub['course']}/gradebook.db"), copy)
+    return Gradebook(f"sqlite:///{copy}")
+
+
+def gradebook_scores(hub, student) -> dict[str, float]:
+    with open_gradebook(hub) as gb:
         notebook = gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
         return {grade.name: grade.score for grade in notebook.grades if grade.auto_score is not None}
 
@@ -273,6 +360,8 @@ def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
             # The instructor: Nbgrader menu with Formgrader; formgrader in its own tab.
             teacher = pages["instructor"] = log_in(browser, hub, people["instructor"])
             shot = lambda page, name: page.screenshot(path=os.path.join(shots, name + ".png"))  # noqa: E731
+            # The course folder the README's `cp -r` made, in the instructor's home (the hub's root).
+            teacher.locator(".jp-DirListing-itemText", has_text=re.compile("^scaling-jax$")).wait_for(timeout=30000)
             shot(teacher, "01-instructor-lab")
             assert teacher.locator(".jp-toast-button", has_text=re.compile("^No$")).count() == 0, "a news question"
             menu(teacher, "Nbgrader")  # no Formgrader entry: its panel would stay blank on a hub
@@ -330,7 +419,8 @@ def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
 
     # What each student typed is what was collected.
     for student in ("alice", "bob"):
-        collected = nbformat.read(os.path.join(hub["course"], "submitted", people[student], NOTEBOOK), as_version=4)
+        collected = nbformat.read(inside(hub, os.path.join(hub["course"], "submitted", people[student], NOTEBOOK)),
+                                  as_version=4)
         sources = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in collected.cells}
         assert all(sources[g] == s for g, s in typed[student].items()), student
 
@@ -342,14 +432,12 @@ def test_course_on_jupyterhub(busy_shared_memory, hub, shots, repo_root):
         by_function = {t["name"]: t["score"] for t in results["tests"]}
         gradebook = gradebook_scores(hub, people[student])
         assert {k: gradebook[k] for k in by_function} == by_function, (student, gradebook, by_function)
-        print(f"{student}: {sum(by_function.values())} / 10 code points, formgrader and command line agree")
-    assert sum(gradebook_scores(hub, people["alice"]).values()) == 10
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{hub['course']}/gradebook.db") as gb:  # formgrader names them, not "None, None"
+        print(f"{student}: {sum(by_function.values())} / {CODE_POINTS:g} code points, formgrader and command line agree")
+    assert sum(gradebook_scores(hub, people["alice"]).values()) == CODE_POINTS
+    with open_gradebook(hub) as gb:  # formgrader names them, not "None, None"
         assert [(gb.find_student(people[s]).first_name, gb.find_student(people[s]).last_name)
                 for s in ("alice", "bob")] == [("Alice", "Liddell"), ("Bob", "Liddell")]
-    assert sum(gradebook_scores(hub, people["bob"]).values()) < 10
+    assert sum(gradebook_scores(hub, people["bob"]).values()) < CODE_POINTS
 
     # Each student's feedback is their own, with no mark scheme.
     for student, other in (("alice", "bob"), ("bob", "alice")):
