@@ -54,13 +54,18 @@ class CheckFailed(AssertionError):
         for p in self.problems:
             first = _first_line(p)
             cut = first if len(first) + 2 <= self.SHOWN else first[:self.SHOWN - 4].rsplit(" ", 1)[0] + " \u2026"
-            lines.append(f"\u2717 {cut}")
+            lines.append(("\u2192 " if p.kind == "hint" else "\u2717 ") + cut)  # a hint is no failure
         return lines
 
 
 def _first_line(problem: Problem) -> str:
     """A problem's first line, led by the id of its rule (`explain("C001")` explains it)."""
     return f"{problem.rule} {(problem.message.splitlines() or [''])[0]}"
+
+
+def _marked(problem: Problem) -> str:
+    """A problem as the panel lists it: a failure crossed, a hint (advice, never a failure) marked as one."""
+    return ("\u2192 hint " if problem.kind == "hint" else "\u2717 ") + f"{problem.rule} {problem.message}"
 
 
 @dataclasses.dataclass
@@ -319,7 +324,7 @@ def render(outcome: CheckResult) -> None:
                      "depend on them, as a routing can)." if outcome.chosen else
                      "\nProbably right: the hidden graders try many more meshes and shapes.", style="dim")
     else:
-        lines.append("\n".join(f"\u2717 {p.rule} {p.message}" for p in outcome.problems), style="red")
+        lines.append("\n".join(map(_marked, outcome.problems)), style="red")
     title = (f"{spec.name} at {result.case.label}: " if outcome.chosen else f"visible check: {spec.name} ") + (
         "[green]passed[/green]" if outcome.passed else "[red]failed[/red]")
     console.print(Panel(lines, title=title, title_align="left"))

@@ -131,6 +131,8 @@ class Problem:
             raise ValueError(f"a problem's rule is not a rule or check the kit has: {str(rule)[:20]!r}")
         if kind not in PROBLEM_KINDS:
             raise ValueError(f"a problem's kind is not one of {', '.join(PROBLEM_KINDS)}")
+        if kind != kind_of(rule):
+            raise ValueError(f"a problem of {rule} is of kind {kind_of(rule)}, not {kind}")
         if not isinstance(message, str):
             raise ValueError("a problem's message is not text")
         return cls(rule, message[:max_chars], kind)
@@ -192,6 +194,11 @@ CHECKS: dict[str, Check] = {c.code: c for c in (
           "every device holding a copy of a block of the result holds the right values",
           "Reading an array back reads one copy of each block; a result replicated over an axis must be "
           "right on every device along it, not only on the one read first."),
+    Check("T001", "instructor-check", "policy",
+          "the instructor's own checks of the function pass (pytest tests in graders/test_<assignment>.py "
+          "marked @pytest.mark.points)",
+          "An instructor may ask more of a function than its contract (a docstring, a helper used); such a "
+          "check takes its points out of the function's."),
     Check("P001", "answers-depend-on-inputs", "policy",
           "right values on a case whose answer is the same whatever the inputs (all zeros, all ones) count "
           "only with right values on a case whose answer depends on them",
@@ -208,6 +215,15 @@ CHECKS: dict[str, Check] = {c.code: c for c in (
           "fail on every other; the hidden cases use many meshes."),
 )}
 """The checks the kit makes of every graded function, by id."""
+
+
+def kind_of(code: str) -> str:
+    """The kind of problem the check or rule `code` finds (its `Check.kind`, its `Rule.problem_kind`)."""
+    if code in CHECKS:
+        return CHECKS[code].kind
+    from .rules import RULES
+
+    return RULES[code].problem_kind
 
 
 def known_rule(code: str) -> bool:
@@ -287,6 +303,12 @@ class Part:
     takes_mesh: bool = True
     """False for a single-device function called without ``mesh`` (e.g. problem2's
     ``moe_local(W, A, B)``): its cases use a 1x1 mesh, so every argument sits on one device."""
+
+    def __post_init__(self):
+        for rule in self.rules:  # `rule`, `style_rules` and `hints` sort the declared list, not inside combinators
+            if any(leaf is not rule and (leaf.reads_lowered or leaf.problem_kind == "hint") for leaf in rule.leaves()):
+                raise TypeError(f"{self.name}: declare style rules and hints in Part.rules itself, not inside "
+                                f"{type(rule).__name__}")
 
     @property
     def rule(self):

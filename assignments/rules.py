@@ -445,17 +445,18 @@ class SplitReduction(Rule):
                         f"matmul. Tile the output dimension into pieces of about equal size"]
         if any(c.kind == "collective-permute" for c in reductions):
             return []
-        if any(c.count is None for c in reductions):
-            return [f"the reduction over {self.axis} runs inside a loop whose trip count is not known at compile "
-                    f"time, so its pieces cannot be counted (observed: {_observed(reductions)}); allowed: at "
-                    f"least {self.pieces} pieces. Use a loop with static bounds (jax.lax.fori_loop with Python "
-                    f"ints)"]
         # A reduce-scatter reduces too (scatter-then-gather is an all-reduce in two steps), and so
         # does an all-to-all whose pieces each device adds up (one piece per all-to-all run).
         pieces = sum(c.pieces * (c.count or 1) for c in reductions if c.kind in ("all-reduce", "reduce-scatter"))
         pieces += sum(c.count or 1 for c in reductions if c.kind == "all-to-all")
         if pieces >= self.pieces:
             return []
+        uncounted = [c for c in reductions if c.count is None and c.kind in ("all-reduce", "reduce-scatter", "all-to-all")]
+        if uncounted:
+            return [f"the reduction over {self.axis} runs inside a loop whose trip count is not known at compile "
+                    f"time, so its pieces cannot be counted (observed: {_observed(uncounted)}); allowed: at "
+                    f"least {self.pieces} pieces. Use a loop with static bounds (jax.lax.fori_loop with Python "
+                    f"ints)"]
         if not pieces:
             return [self._missing(analysis)]
         return [f"the reduction over {self.axis} runs as {pieces} piece(s) ({_observed(reductions)}); "

@@ -159,11 +159,14 @@ class PartResult:
 
     @property
     def first_rule(self) -> str:
-        """The id of the rule or check behind `first_problem` ("" for a note or a custom check)."""
+        """The id of the rule or check behind `first_problem`: T001 for an instructor's failed
+        check, "" for a note on the whole submission (its problems have the ids)."""
         failing = [c for c in self.cases if not c.passed]
-        if self.note or not failing or not failing[0].problems:
+        if self.note:
             return ""
-        return failing[0].problems[0].rule
+        if failing:
+            return failing[0].problems[0].rule if failing[0].problems else ""
+        return "T001" if any(not c.passed for c in self.checks) else ""
 
     @property
     def first_observed(self) -> str:

@@ -213,7 +213,7 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
                                                          setup_cells=request["setup_cells"])
         except export.SubmissionUnreadable as e:
             namespace, problems = None, [str(e)]
-            events = [{"event": "case", "id": i, "status": "error", "message": str(e)} for i in jobs]
+            events = [{"event": "case", "id": i, "status": "error", "message": str(e), "rule": "E004"} for i in jobs]
         exporter = export.Exporter()
         for part in request["parts"] if namespace is not None else []:
             export.export_part(exporter, namespace, part, set(), request["case_timeout"],

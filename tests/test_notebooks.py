@@ -54,7 +54,7 @@ def test_released_notebook_runs_with_friendly_failures(name, repo_root, tmp_path
             function = cell.metadata.nbgrader["grade_id"]
             assert [e.ename for e in errors] == ["CheckFailed"] and function in errors[0].evalue, cell.source
             header, *problems = errors[0].traceback   # one line per problem, for the browser to wrap
-            assert function in header and problems and all(p.startswith("\u2717 ") for p in problems), cell.source
+            assert function in header and problems and all(p.startswith(("\u2717 ", "\u2192 ")) for p in problems), cell.source
         else:
             assert not errors, cell.source
     assert checks and all("not implemented yet" in outputs_text(c) for c in checks)

@@ -341,7 +341,7 @@ def main() -> int:
             emit(event="loaded", problems=[str(e)], run_submission_s=0.0)
             for part in request["parts"]:
                 for case in part["cases"]:
-                    emit(event="case", id=case["id"], status="error", message=str(e))
+                    emit(event="case", id=case["id"], status="error", message=str(e), rule="E004")
             emit(event="finished", timings={})
             return 0
         loaded = time.perf_counter()

@@ -269,9 +269,10 @@ def _problems(value: Any, field: str) -> list:
         raise ProtocolError(f"{field}: {e}") from None
 
 
-EXPORT_CHECKS = ("E001", "E002")
+EXPORT_CHECKS = ("E001", "E002", "E004")
 """The checks an export worker's failed case may name: the function is not defined as the
-contract says (E001), or it did not trace and export (E002). Nothing else is its to say."""
+contract says (E001), it did not trace and export (E002), or the submission could not be read
+(E004). Nothing else is its to say."""
 
 
 def _seconds(value: Any, field: str) -> float:

@@ -91,8 +91,11 @@ def test_an_export_worker_names_only_its_own_checks():
     missing = read_event(line(event="case", id="f__0", status="error", message="not defined", rule="E001"),
                          KNOWN, "export")
     assert missing.rule == "E001"
+    unreadable = read_event(line(event="case", id="f__0", status="error", message="not a notebook", rule="E004"),
+                            KNOWN, "export")
+    assert unreadable.rule == "E004"
     for forged in ("V005", "E005", "C001", "X999", 3):
-        with pytest.raises(ProtocolError, match="rule must be one of E001, E002"):
+        with pytest.raises(ProtocolError, match="rule must be one of E001, E002, E004"):
             read_event(line(event="case", id="f__0", status="error", message="m", rule=forged), KNOWN, "export")
 
 
@@ -116,6 +119,8 @@ def test_judge_events_are_checked_field_by_field():
     ("values wrong", "an object with rule, kind and message"),
     ({"rule": "Z999", "kind": "values", "message": "m"}, "not a rule or check the kit has"),
     ({"rule": "V005", "kind": "fine", "message": "m"}, "kind is not one of"),
+    ({"rule": "V005", "kind": "hint", "message": "m"}, "a problem of V005 is of kind values, not hint"),
+    ({"rule": "E001", "kind": "style", "message": "m"}, "a problem of E001 is of kind run, not style"),
     ({"rule": "V005", "kind": "values", "message": 7}, "message is not text"),
 ])
 def test_a_judges_problems_are_typed_records_the_kit_knows(problem, why):

@@ -59,6 +59,17 @@ def test_a_problem_counts_under_its_rule_whatever_its_words(check, message):
     assert problem.message == first_line(full_stop(message))
 
 
+def test_a_failed_instructor_check_counts_under_its_own_id():
+    """A function whose cases all pass but whose instructor's check fails is counted under T001,
+    never as a problem of the whole submission."""
+    from graders.results import Check
+
+    result = submission("c", {})
+    result.part("roll_diff").checks = [Check("test_docstring", "roll_diff", 1, passed=False, message="no docstring")]
+    assert [(p.function, p.rule, p.kind) for p in first_problems(result)] == [
+        ("roll_diff", "T001", "T001 instructor-check")]
+
+
 def test_a_problem_of_the_whole_submission_counts_once():
     """A syntax error (the same note on every function), a refused file and a graders' failure:
     one problem each, not one per function, under the submission's check; a stub's

@@ -124,3 +124,16 @@ def test_a_hint_is_attached_where_the_contract_says_only():
     assert hinted[("problem1", "roll_diff")] == {"H001"}
     assert all(codes == {"H002"} for (a, _), codes in hinted.items() if a in ("problem3", "problem4"))
     assert all("H002" not in codes for (a, _), codes in hinted.items() if a not in ("problem3", "problem4"))
+
+
+def test_style_rules_and_hints_inside_a_combinator_are_refused():
+    """A style rule or a hint inside AllOf would run as a rule of the compiled program (or never):
+    is such a Part refused when it is made, naming the fix?"""
+    from assignments.contract import Arg, Case, Part
+    from assignments.rules import RingDirections
+
+    a = Arg("A", ("S",), ("X",))
+    for nested in (JitOnly(), RingDirections()):
+        with pytest.raises(TypeError, match="declare style rules and hints in Part.rules itself, not inside AllOf"):
+            Part(name="f", points=1, task="t", args=(a,), result=a, rules=(AllOf((NoCommunication(), nested)),),
+                 reference=lambda A, *, mesh: A, visible_case=Case((2, 4), {"S": 8}))
