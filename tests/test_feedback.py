@@ -72,7 +72,10 @@ def test_only_written_answers_wait_for_a_human(course):
     assert re.search(r"Your written answer.*?waiting for a grader \(2\.0 points\)", answered, re.S)
     assert "1 written answer(s), worth 2.0 point(s), wait for a grader" in answered
     # nbgrader scores an unchanged "YOUR ANSWER HERE" 0 itself: nothing waits there
-    assert "waiting for a grader" not in page(path, "untouched")
+    untouched = page(path, "untouched")
+    assert "waiting for a grader" not in untouched
+    assert re.search(r"Your written answer.*?no answer written: 0 / 2\.0", untouched, re.S)
+    assert answered.count("no answer written") == 2  # written_speed (left as released): in the summary, at its cell
 
 
 def test_untouched_release_raises_no_tampering_warning(course):

@@ -15,6 +15,11 @@ class GetGradesWithPending(GetGrades):
         grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
                                           self.assignment_id, self.student_id)
         cell.metadata.nbgrader["pending"] = bool(grade.needs_manual_grade and grade.manual_score is None)
+        # nbgrader scores a written answer left as released 0 itself, with no grader to wait for:
+        # the page says that nothing was written, not that a grader gave 0.
+        cell.metadata.nbgrader["unanswered"] = bool(
+            cell.metadata["nbgrader"].get("solution") and not grade.needs_manual_grade
+            and grade.manual_score is None and not grade.auto_score)
 
     def preprocess(self, nb, resources):
         nb, resources = super().preprocess(nb, resources)
