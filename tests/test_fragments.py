@@ -92,6 +92,9 @@ COMMON = {
 FRAGMENTS: dict[str, dict[str, Run]] = {
     "warmup": {
         "jax.lax.with_sharding_constraint": NAME, "jax.device_put": NAME, "jax.lax.psum": NAME, "jax.pmap": NAME,
+        "jnp.arange(512)": Run(expect="_.shape == (512,)"),
+        "out_sharding=P('X', 'Y')": Run("with jax.set_mesh(explicit_mesh):\n"
+                                        "    _ = jax.jit(lambda a, b: jnp.matmul(a, b, {}))(xe, we)"),
         "jax.grad": NAME, "jax.tree.map": NAME, "AxisType.Explicit": NAME, "jax.typeof": NAME,
         "vmap": JAX, "auto_axes": SHARDING, "explicit_axes": SHARDING,
         "NamedSharding(mesh, P(...))": Run(fills=("'X', 'Y'",)), "P(...)": Run(fills=("'X'",)),
@@ -129,6 +132,7 @@ FRAGMENTS: dict[str, dict[str, Run]] = {
     },
     "problem2": {
         "jax.lax.scan": NAME, "jax.lax.ragged_dot": NAME, "jax.lax.pmax": NAME, "jax.lax.ragged_all_to_all": NAME,
+        "jnp.where": NAME, "pmax": LAX,
         "P('X', None, None)": placed(3),
         "(P('X', None, 'Y'), P('X', 'Y'), P('X'))": NAME,
         "jnp.einsum('sd,sdf->sf', A, W[B])": Run(before=MOE),
@@ -164,6 +168,8 @@ FRAGMENTS: dict[str, dict[str, Run]] = {
         "pcast(acc, ('X', 'Y'), to='varying')": Run(
             before="pcast = jax.lax.pcast; acc = jnp.zeros((4, 4))", inside=True),
         "jax.lax.pcast(..., to='varying')": Run(fills=("jnp.zeros(3), ('X', 'Y')",), inside=True),
+        "pcast(..., to='varying')": Run(before="pcast = jax.lax.pcast", fills=("jnp.zeros(3), ('X', 'Y')",),
+                                        inside=True, expect="jax.typeof(_).manual_axis_type.varying == {'X', 'Y'}"),
         "jax.lax.dynamic_slice_in_dim": NAME, "jnp.array_split": NAME,
         "jax.lax.axis_size('Y')": Run(inside=True, expect="_ == 4"),
         "jax.lax.axis_index('Y')": INSIDE,
