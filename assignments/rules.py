@@ -660,7 +660,9 @@ class BalancedDirections(Rule):
         if case.all_sizes[f"n{self.axis}"] < 3 or {d > 0 for c in permutes for d in c.directions} != {True, False}:
             return []
         if not analysis.stages:  # too many events to keep (steps.MAX_EVENTS): fail closed, never on totals
-            return [_too_many_events("their balance")]
+            return [f"the compiled program has too many collectives and matmuls (over {MAX_EVENTS:,}) for its "
+                    f"ring steps to be checked one by one, so their balance cannot be shown: write the ring as a "
+                    f"loop (`jax.lax.fori_loop`) rather than unrolling it, and drop work the result does not need"]
         r, c = _size(self.rows, case), _size(self.cols, case)
         slack = max(r if c % 2 else 0, c if r % 2 else 0)   # elements: one column or row of an odd block
         phases = ring_steps(analysis, self.axis)
@@ -702,13 +704,6 @@ class BalancedDirections(Rule):
                 for w, b in sent.items():
                     mine[w] += b * runs
         return max(senders.values(), key=lambda ways: abs(ways[1] - ways[-1]), default={1: 0.0, -1: 0.0})
-
-
-def _too_many_events(what: str) -> str:
-    """Why a rule that reads the ring step by step fails a program whose steps were not kept."""
-    return (f"the compiled program has too many collectives and matmuls (over {MAX_EVENTS:,}) for its ring "
-            f"steps to be checked one by one, so {what} cannot be shown: write the ring as a loop "
-            f"(`jax.lax.fori_loop`) rather than unrolling it, and drop work the result does not need")
 
 
 def ring_directions_note(analysis: ProgramAnalysis) -> str:
