@@ -244,6 +244,7 @@ def _capacity_over_the_bound(case: Case, seed: int) -> bool:
     return moved > BYTES_FACTOR * TokensByAllToAll(per_device_f).need(case, B)[1]
 
 
+@pytest.mark.arithmetic
 def test_fixed_capacity_drops_tokens_when_an_expert_is_overloaded(grade):
     """Does an all-to-all with a fixed number of rounds (a capacity) fail exactly the cases that
     overload a device (every token to one expert among them) on values, and the rule exactly
@@ -263,6 +264,7 @@ def test_fixed_capacity_drops_tokens_when_an_expert_is_overloaded(grade):
     assert part.score < part.max_score
 
 
+@pytest.mark.arithmetic
 def test_a_case_lost_to_its_routing_reruns_as_its_message_says(grade):
     """Does the call a hidden case's wrong-values message names (`check(moe_all_to_all,
     case=...)`) rerun that case with its routing (`experts_used` in the label: every token to
@@ -321,6 +323,7 @@ def test_one_round_for_all_tokens_in_blocks_breaks_the_activation_rule(grade, fi
     assert re.search(r"the program computes (.*, )?" + named, part.output), part.output
 
 
+@pytest.mark.arithmetic
 def test_topk_that_sums_fails_every_k_above_one(grade):
     """Does summing the k outputs lose exactly the cases with k > 1, on values?"""
     result = grade("topk_sum", only=["moe_topk"])
@@ -341,6 +344,7 @@ def _shift_and_mask_route_right(case: Case, B: np.ndarray) -> bool:
     return all(e >> shift == e // G and e & (G - 1) == e % G for e in np.unique(B).tolist())
 
 
+@pytest.mark.arithmetic
 def test_power_of_two_experts_fail_on_values_where_e_over_nx_is_odd(grade):
     """Does locating experts with a shift and a mask instead of // and % lose values exactly
     on the cases whose routing that misplaces (E/nX = 3, the 3x1 mesh), in moe_all_to_all,
@@ -361,6 +365,7 @@ def test_power_of_two_experts_fail_on_values_where_e_over_nx_is_odd(grade):
         assert part.score < part.max_score
 
 
+@pytest.mark.arithmetic
 def test_topk_over_distinct_experts_fails_exactly_on_partial_repeats(grade):
     """Does averaging over a token's distinct experts (repeats dropped) lose values exactly on
     the top-k cases where some token repeats some of its experts but not all, and nowhere else?"""
@@ -522,6 +527,7 @@ def test_a_value_packed_into_a_wider_type_counts_by_its_bytes():
     assert NO_DENSE_LOCAL.violations(ProgramAnalysis((), tuple(routing), None, 1), case) == []
 
 
+@pytest.mark.arithmetic
 def test_every_token_to_every_row_moves_too_many_bytes(grade):
     """Does an all-to-all that sends every token to every row keep its values and lose the rule
     half on every evenly routed case with nX >= 2 (where it moves nX times what is needed), for
@@ -631,6 +637,7 @@ def test_hidden_cases_sit_where_fragile_designs_break():
     assert any(c.all_sizes["k"] >= c.mesh[0] >= 2 for c in cases_of("moe_topk"))
 
 
+@pytest.mark.arithmetic
 def test_padded_buffer_fails_exactly_where_its_product_reaches_the_share(grade):
     """Does the book's padded buffer, in moe_local and through one call of it in the all-gather
     parts, keep its values everywhere and lose the memory half exactly where E/nX*S*max(D, R)
@@ -667,6 +674,7 @@ def test_ragged_dot_holds_in_one_call_and_its_cpu_copy_is_named_in_rounds(grade)
                          r".*use a smaller chunk \(at most \(S/nX\) // \(2\*max\(nX, E/nX\)\) = \d+", part.output)
 
 
+@pytest.mark.arithmetic
 def test_old_hint_chunk_fails_exactly_at_the_memory_and_byte_boundaries(grade):
     """Does the old hint, chunk (S/nX) // 4 with a padded moe_local (ragged_dot in the _x part)
     per round, keep its values and lose the rule exactly where a round's buffer reaches S*D or
@@ -693,6 +701,7 @@ def test_old_hint_chunk_fails_exactly_at_the_memory_and_byte_boundaries(grade):
         assert not all(c.rule_ok for c in part.cases), name
 
 
+@pytest.mark.arithmetic
 def test_topk_copies_fail_exactly_when_k_reaches_nX(grade):
     """Does a copy of the tokens for every (token, expert) pair, made before the rounds, keep
     its values and lose the memory half exactly where S/nX*k rows reach S (k >= nX, nX >= 2)
@@ -932,6 +941,7 @@ def test_tokens_gathered_chunk_by_chunk_in_a_scan_are_the_tokens():
             (body.__name__, gathers)
 
 
+@pytest.mark.arithmetic
 def test_visible_checks_meet_the_fragile_designs():
     """Does each visible check pass the solution and fail, at its own sizes, the fragile design
     of its part (a padded product, a padded round of the old chunk, k copies, ragged_dot's CPU

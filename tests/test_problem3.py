@@ -88,6 +88,7 @@ def test_single_psum_is_not_split(grade):
     assert "Tile the output dimension" in result.part("allreduce_matmul").output
 
 
+@pytest.mark.arithmetic
 def test_hard_coded_ring_size(grade):
     """Does a ring written for nY = 4 fail on the other meshes?"""
     result = grade("hardcoded_ny")
@@ -104,6 +105,7 @@ def test_book_code_without_pcast(grade):
     assert "carry" in part.output
 
 
+@pytest.mark.arithmetic
 @pytest.mark.parametrize("name", ["gelu_erf", "relu_block"])
 def test_block_with_the_wrong_nonlinearity_loses_its_values(grade, name):
     """Does a transformer block with erf-gelu or relu (where the contract says jax.nn.gelu, the
@@ -223,6 +225,7 @@ def test_a_split_of_f_minus_one_and_one_is_no_split():
     assert rule.violations(ProgramAnalysis((pieces(8, 2),), (), None, 8), ten) == []
 
 
+@pytest.mark.arithmetic
 def test_padding_the_pieces_fails_exactly_where_f_is_not_a_multiple_of_four(grade):
     """Does a reduction always in 4 equal pieces, F padded up, keep its values and lose the byte
     rule exactly on the cases whose F is not a multiple of 4 (with a Y to reduce over), the

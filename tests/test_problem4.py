@@ -62,6 +62,7 @@ def test_one_way_submitted_as_bidirectional(grade):
                      result.part("allreduce_matmul_bidirectional").output)
 
 
+@pytest.mark.arithmetic
 def test_full_size_chunks_both_ways(grade):
     """Does sending whole blocks both ways fail on message size and total bytes?"""
     part = grade("full_chunks_both_ways").part("reducescatter_matmul_bidirectional")
@@ -73,6 +74,7 @@ def test_full_size_chunks_both_ways(grade):
     assert re.search(r"allowed: at most \d+ \(the one-way version's bytes", part.output)
 
 
+@pytest.mark.arithmetic
 def test_hard_coded_ring_of_four(grade):
     """Does a ring written for nY = 4 lose every mesh but the 2x4 one (and the ringless 8x1)?"""
     result = grade("hardcoded_ny4")
@@ -174,6 +176,7 @@ def test_unrolled_rings_written_one_after_the_other_earn_full_marks(grade):
 @pytest.mark.parametrize("part_name,width", [("reducescatter_matmul_bidirectional", "D"),
                                              ("allgather_matmul_bidirectional", "D"),
                                              ("allreduce_matmul_bidirectional", "F")])
+@pytest.mark.arithmetic
 def test_padding_odd_halves_fails_exactly_on_odd_blocks(grade, part_name, width):
     """Does padding both halves of an odd block to the wider one keep right values everywhere and
     lose the byte rule exactly where the block (D/nY; F/nY for the all-reduce) is odd, saying why?"""
