@@ -273,14 +273,15 @@ def compile_abstract(fn, part: Part, case, mesh):
 
 
 def show_cost_comparison(spec: Part, fn, chip: str = "TPU v5e") -> dict:
-    """Your function beside plain jax.jit at the contract's cost case, priced on `chip`."""
+    """Your function beside the contract's baseline (plain jax.jit, or what `baseline_label`
+    names) at the contract's cost case, priced on `chip`."""
     from .costs import comparison_table
     from .hlo import analyze
 
     case = spec.cost_case
     mesh = make_mesh(case.mesh)
     programs = {}
-    for name, f in ((spec.name, fn), ("plain jax.jit", spec.baseline)):
+    for name, f in ((spec.name, fn), (spec.baseline_label, spec.baseline)):
         try:
             programs[name] = analyze(compile_abstract(f, spec, case, mesh), mesh)
         except Exception as e:  # the student's function may not scale: say so, keep going

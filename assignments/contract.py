@@ -295,11 +295,15 @@ class Part:
     """Optional generator of well-conditioned inputs: ``inputs(case, rng) -> list`` of
     arrays (a tuple of arrays for a `Tree` argument). Default: `make_inputs`'s."""
     baseline: Callable | None = None
-    """The plain `jax.jit` version of the same computation (same signature), shown beside
-    the student's in the visible check's cost table."""
+    """The plain `jax.jit` version of the same computation (same signature), or another
+    reference program (`baseline_label` names it), shown beside the student's in the visible
+    check's cost table."""
     cost_case: Case | None = None
     """Where the cost table compares the student's function with `baseline`: usually the
     book's sizes (compiled from abstract inputs, never run)."""
+    baseline_label: str = "plain jax.jit"
+    """The name the cost table gives `baseline` ("jax.lax's own collective" where the
+    baseline is the collective the student builds by hand)."""
     takes_mesh: bool = True
     """False for a single-device function called without ``mesh`` (e.g. problem2's
     ``moe_local(W, A, B)``): its cases use a 1x1 mesh, so every argument sits on one device."""

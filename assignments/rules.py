@@ -1081,6 +1081,194 @@ class AllOf(Rule):
         return tuple(leaf for r in self.rules for leaf in r.leaves())
 
 
+# --- training (the backward pass and a sharded training step): rules C014, C015, C016, W005 ---
+
+
+@dataclasses.dataclass(frozen=True)
+class BlocksMoved(Rule):
+    """Over `axis`, only collective-permutes and all-gathers of one `block` (elements per device
+    each) run, and together they move `blocks` blocks per device (loop trip counts included): a
+    permute moves one, an all-gather over n devices n-1. So that a design may move one operand's
+    blocks round a ring or gather them, as long as nothing else (another operand, a bigger block,
+    a second trip) travels."""
+
+    code: ClassVar[str] = "C014"
+    title: ClassVar[str] = "blocks-moved"
+    checks: ClassVar[str] = "over the ring's axis, only one-block permutes and all-gathers run, moving the blocks the design needs"
+    rationale: ClassVar[str] = (
+        "A backward pass of a collective matmul moves as many blocks as its forward pass: one ring of "
+        "partial sums, and the other operand's blocks by a ring or an all-gather. More blocks, or bigger "
+        "ones (the gradient gathered whole), cost link time the design does not spend.")
+
+    axis: str
+    block: Size
+    blocks: Size
+    what: str = ""
+
+    def describe(self) -> str:
+        return f"over {self.axis}: one-block permutes and all-gathers only, {self.what or 'the stated number of blocks'}"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        n = case.all_sizes.get(f"n{self.axis}", 1)
+        block, want = _size(self.block, case), _size(self.blocks, case)
+        over = [c for c in analysis.collectives if self.axis in c.axes]
+        other = [c for c in over if c.kind not in ("collective-permute", "all-gather")]
+        problems = []
+        if other:
+            problems.append(f"over {self.axis}: {_observed(other)}; allowed: collective-permutes and all-gathers "
+                            f"of one block only")
+        moving = [c for c in over if c not in other]
+        wrong = [c for c in moving if c.size != block or c.axes != (self.axis,)]
+        if wrong:
+            problems.append(f"over {self.axis}, collectives of the wrong size: {_observed(wrong)}; allowed: one block "
+                            f"of {block:,} elements per device each, over {self.axis} alone{_packed(wrong)}")
+        if any(c.count is None for c in moving):
+            problems.append(f"a collective over {self.axis} runs inside a loop whose trip count is not known at "
+                            f"compile time, so the blocks it moves cannot be counted (observed: {_observed(moving)}). "
+                            f"Use a loop with static bounds (jax.lax.fori_loop with Python ints)")
+            return problems
+        moved = sum(c.count * (1 if c.kind == "collective-permute" else n - 1) for c in moving)
+        if moved != want:
+            problems.append(f"over {self.axis}, {moved} block(s) move per device (a permute moves one, an all-gather "
+                            f"over {n} devices {n - 1}); allowed: exactly {want} ({self.what}). Observed: "
+                            f"{_observed(moving) if moving else 'nothing'}")
+        return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class QuietAxis(Rule):
+    """No collective of any kind runs over `axis` (nor over `axis` and another axis at once)."""
+
+    code: ClassVar[str] = "C015"
+    title: ClassVar[str] = "quiet-axis"
+    checks: ClassVar[str] = "nothing at all is sent over the axis named"
+    rationale: ClassVar[str] = (
+        "Where every device along an axis holds the same data and does the same work (a step sharded "
+        "over X alone), anything sent over that axis is wasted link time: usually a sharding left to "
+        "jax.jit that split a value over the axis for nothing, or a sum over the wrong axis.")
+
+    axis: str
+    why: str = ""
+
+    def describe(self) -> str:
+        return f"nothing over {self.axis}"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        bad = [c for c in analysis.collectives if self.axis in c.axes]
+        if not bad:
+            return []
+        return [f"communication over {self.axis}: {_observed(bad)}; allowed: none over {self.axis}"
+                + (f". {self.why}" if self.why else "")]
+
+
+@dataclasses.dataclass(frozen=True)
+class GathersStoredArguments(Rule):
+    """Every all-gather over `axis` sends one of the arguments named (`args`: their positions in
+    the call) as it is stored: its operand computed from those arguments alone
+    (`Collective.sources`) and from no matmul (`Collective.matmul_needs`). FSDP gathers weights;
+    a gathered gradient, activation or batch is another design's communication (a gradient
+    reduce-scattered and then gathered is data parallelism's all-reduce in two halves)."""
+
+    code: ClassVar[str] = "C016"
+    title: ClassVar[str] = "gathers-stored-arguments"
+    checks: ClassVar[str] = "every all-gather over the axis sends a stored argument (a weight shard), not a computed value"
+    rationale: ClassVar[str] = (
+        "FSDP stores each weight split over the devices and gathers it only to use it: what crosses the "
+        "axis by all-gather is the weights, as stored. Gathering a computed gradient back to every device "
+        "undoes the reduce-scatter, and gathering the batch moves data the step never needs moved.")
+
+    axis: str
+    args: tuple[int, ...]
+    names: tuple[str, ...] = ()
+    why: str = ""
+
+    def describe(self) -> str:
+        return f"all-gathers over {self.axis} of {', '.join(self.names) or 'the stored arguments'} only"
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        bad = [c for c in analysis.collectives if c.kind == "all-gather" and self.axis in c.axes
+               and (any(f > 0 for f in c.matmul_needs)
+                    or (c.sources is not None and not set(c.sources) <= set(self.args)))]
+        if not bad:
+            return []
+        return [f"all-gather over {self.axis} of a value that is not a stored {' or '.join(self.names) or 'argument'}: "
+                f"{_observed(bad)} (computed from matmuls, or from other inputs); allowed: all-gathers of "
+                f"{' and '.join(self.names) or 'the stored arguments'} as they arrive" + (f". {self.why}" if self.why else "")]
+
+
+@dataclasses.dataclass(frozen=True)
+class RingOrGatheredProducts(Rule):
+    """The products of a backward pass's rings run inside them (`MatmulsInTheRing`'s measure, with
+    the ring's steps its collective-permutes over `axis`): each run of a loop of permutes does at
+    most `per_step` block products (`flops` each) per permute (a backward step makes dA's term
+    and dW's block beside the one permute that carries dA), and at most `blocks` block products run
+    where no permute over `axis` can run beside them. Where one operand is gathered whole instead
+    (an all-gather over `axis` in the program), its product, `gathered` FLOPs, may run outside the
+    ring too, and `gathered_blocks` replaces `blocks` (the gathered operand has no ring of its own
+    to leave a first or last block outside). Matmuls in a loop of unknown trip count: refused."""
+
+    code: ClassVar[str] = "W005"
+    title: ClassVar[str] = "ring-or-gathered-products"
+    checks: ClassVar[str] = ("the rings' block products run inside them; only the product of an operand "
+                             "gathered whole may run outside")
+    rationale: ClassVar[str] = (
+        "A backward pass has two products: dA's reduce-scatter ring must make each block's term in the "
+        "step that sends it, or its communication is exposed; dW may gather its operand first (an "
+        "all-gather is a ring XLA runs for you), and its one product then runs after the gather.")
+
+    axis: str
+    flops: Size
+    blocks: int
+    gathered: Size
+    gathered_blocks: int
+    per_step: int = 2
+    what: str = ""
+
+    def describe(self) -> str:
+        return (f"matmuls inside the ring, but for {self.what} (and the product of an operand gathered "
+                f"over {self.axis})")
+
+    def violations(self, analysis, case, inputs=()) -> list[str]:
+        if case.all_sizes.get(f"n{self.axis}", 1) < 2 or not analysis.stages:
+            return []
+        if _uncounted_matmuls(analysis):
+            return [_UNCOUNTED]
+        block = _size(self.flops, case)
+        gathered = any(c.kind == "all-gather" and self.axis in c.axes for c in analysis.collectives)
+        allowed = (self.gathered_blocks * block + _size(self.gathered, case)) if gathered else self.blocks * block
+        outside = 0.0
+        for stage in analysis.stages:
+            ring = [j for j, e in enumerate(stage.events) if 0 <= e.collective < len(analysis.collectives)
+                    and analysis.collectives[e.collective].kind == "collective-permute"
+                    and self.axis in analysis.collectives[e.collective].axes]
+            times = 1 if stage.runs is None else stage.runs
+            if stage.loop and ring:
+                per_run = sum(e.flops for e in stage.events if e.collective < 0)
+                if per_run > self.per_step * len(ring) * block * (1 + 1e-9):
+                    return [f"one run of the ring's loop does {per_run:,.0f} FLOPs of matmuls per device beside "
+                            f"its {len(ring)} permute(s) over {self.axis} ({per_run / block:.3g} block products); "
+                            f"allowed: at most {self.per_step} block products per permute "
+                            f"({self.per_step * len(ring) * block:,}). Make each block's product in the step that "
+                            f"moves it, not several blocks' in one run of the loop."]
+                outside += _alone_in_the_loop(stage, ring) * times
+                continue
+            needs = event_needs(stage) if ring else []
+            for i, e in enumerate(stage.events):
+                if e.collective < 0 and not any(j not in needs[i] and i not in needs[j] for j in ring):
+                    outside += e.flops * times
+        if outside <= allowed * (1 + 1e-9):
+            return []
+        what = (f"A gathered over {self.axis}: its product, and {self.gathered_blocks} block products: dA's first "
+                f"(or last) term, and one step a partly unrolled loop may leave outside" if gathered else self.what)
+        return [f"the program does {outside:,.0f} FLOPs of matmuls per device where no permute over {self.axis} "
+                f"runs beside them ({outside / block:.3g} block products); allowed: at most {int(allowed):,} "
+                f"({what}). Make each of dA's terms inside its ring, in the step that sends the partial "
+                f"sum on: a ring that only passes on slices of a product made before it overlaps nothing."]
+
+
+# --- end training ---
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m assignments.rules [ASSIGNMENT [PART] | RULE-ID | --all]`: every graded
     function's rules with their ids, or one rule explained (`assignments.rulebook`)."""

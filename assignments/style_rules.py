@@ -282,3 +282,51 @@ def style_problems(part: Part, case: Case, lowered: str) -> list[Problem]:
         if found:
             return found
     return []
+
+
+# --- collectives (assignment `collectives`): the collectives built from ppermute alone ---------
+
+BUILT_IN = {"all_reduce": "jax.lax.psum (or pmean, pmax, pmin)", "all_gather": "jax.lax.all_gather",
+            "reduce_scatter": "jax.lax.psum_scatter", "all_to_all": "jax.lax.all_to_all",
+            "collective_broadcast": "a collective broadcast", "ragged_all_to_all": "jax.lax.ragged_all_to_all"}
+"""The collectives a part built by hand must not call, by their lowered (StableHLO) names, with
+the jax.lax call each comes from (`ByHand`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ByHand(StyleRule):
+    """The lowered program calls no collective but those in `allowed` (StableHLO names:
+    ``collective_permute`` for jax.lax.ppermute), anywhere: inside the shard_map, in a jax.jit
+    or any function it calls, or around it. Read from the lowered program, not the compiled one,
+    because XLA drops a collective over a one-device axis (a psum over Y on a mesh with nY = 1)
+    before the compiled program shows it, while the code still asks for it. Judged on every
+    mesh: the lowered program of each case says what that case's code calls."""
+
+    code: ClassVar[str] = "S006"
+    title: ClassVar[str] = "collectives-by-hand"
+    checks: ClassVar[str] = ("the lowered program calls no built-in collective (psum, all_gather, psum_scatter, "
+                             "all_to_all): only the ones the part builds with")
+    rationale: ClassVar[str] = (
+        "The part teaches how a collective is made out of neighbour-to-neighbour sends and what that costs; "
+        "calling jax.lax's own collective skips both, even where the compiler then finds it has nothing to "
+        "do (a psum over an axis of one device compiles to nothing, but the code still calls it).")
+    judged_everywhere: ClassVar[bool] = True
+
+    allowed: tuple[str, ...] = ("collective_permute",)
+
+    def describe(self) -> str:
+        return (f"built by hand from {' and '.join(WRITTEN.get(a, a) for a in self.allowed)}: no psum, all_gather, "
+                f"psum_scatter or all_to_all in the program")
+
+    def problems(self, program: Program, case: Case) -> list[str]:
+        ops = program.lowered.ops
+        called = [name for name in BUILT_IN if name not in self.allowed
+                  and ("stablehlo." + name in ops or any(o.startswith("custom_call:") and name in o for o in ops))]
+        if not called:
+            return []
+        calls = ", ".join(BUILT_IN[name] for name in called)
+        built = " and ".join(WRITTEN.get(a, a) for a in self.allowed)
+        return [f"{program.part.name} must build its collective from {built} alone, but its program calls {calls} "
+                f"(found in the lowered program, whether or not the compiler keeps it: a psum over an axis of one "
+                f"device compiles to nothing, and still counts). Write the steps yourself: each device sends one "
+                f"block to another with {built}, and you add or place what arrives."]

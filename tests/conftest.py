@@ -84,7 +84,7 @@ SECONDS = {"test_hub": 110, "test_browser": 85, "test_problem2": 55, "test_batch
            "test_feedback": 15, "test_canonical_artifacts": 15, "test_dask": 12, "test_links": 12,
            "test_schedule": 12, "test_build": 12, "test_batch_nbgrader": 12, "test_nbgrader_faults": 12,
            "test_checks": 10, "test_exchange_attacks": 20, "test_hostile_html": 20, "test_nbgrader_bounds": 12,
-           "test_first_open": 50}
+           "test_first_open": 50, "test_collectives": 45, "test_training": 55}
 
 
 PYTHON_SPECIFIC = {"test_submission_text"}

@@ -26,7 +26,7 @@ import re
 
 import pytest
 
-from assignments.contracts import get_assignment
+from assignments.contracts import ASSIGNMENTS, get_assignment
 from graders.harness import grade_submission
 from graders.results import SubmissionResult
 from graders.settings import Limits
@@ -53,8 +53,8 @@ def load_module(path: str):
 
 # --- corpus files graded as overlays on the solution ------------------------------------------
 
-OVERLAID = ("problem1", "problem2", "problem3", "problem4", "warmup")
-"""The corpora (`tests/submissions/<assignment>/`) whose files hold only the functions they test
+OVERLAID = tuple(ASSIGNMENTS)
+"""The corpora (`tests/submissions/<assignment>/`, every assignment's) whose files hold only the functions they test
 (with their own imports and helpers): each is graded as an overlay on the assignment's solution
 (`overlay_text`), so a new graded function touches the solution and its own test, not every file."""
 

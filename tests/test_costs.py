@@ -353,3 +353,35 @@ def test_communication_is_priced_step_by_step():
     assert est["one way each"].link_bytes == pytest.approx(2 * est["solution"].link_bytes)
     for name, x in runs.items():
         assert program_seconds(x, v5p) >= est[name].comm_s
+
+
+def test_fsdp_step_sends_what_data_parallelism_sends():
+    """training's lesson (the book's Part 5): sharding the weights costs no extra communication.
+    On an FSDP axis of 8, the shard_map step's gathers and reduce-scatters send per device what
+    data parallelism's all-reduce of the gradients sends, 2(N-1)/N of the parameters' bytes; that
+    stays the same as the batch grows eightfold, while the matmul time grows eightfold."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    import assignments
+    from assignments.contracts.training import dp_train_step
+    from solutions.training import fsdp_train_step
+
+    mesh = assignments.make_mesh((8, 1))
+    D, H = 256, 1024
+
+    def run(fn, split, rows):
+        a = lambda shape, s: jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, P(*s)))  # noqa: E731
+        w = ("X", None) if split else ()
+        args = (a((D, H), w), a((H, D), w), a((8 * rows, D), ("X", None)), a((8 * rows, D), ("X", None)))
+        step = jax.jit(functools.partial(fn, mesh=mesh, lr=0.1))
+        return estimate(assignments.analyze(step.lower(*args).compile(), mesh), "TPU v5e")
+
+    dp, fsdp, fsdp8 = run(dp_train_step, False, 64), run(fsdp_train_step, True, 64), run(fsdp_train_step, True, 512)
+    params = 2 * D * H * 4
+    assert dp.comm_bytes == pytest.approx(fsdp.comm_bytes) == pytest.approx(2 * 7 / 8 * params)
+    assert fsdp8.comm_bytes == fsdp.comm_bytes and fsdp8.comm_s == pytest.approx(fsdp.comm_s)
+    assert fsdp8.matmul_s == pytest.approx(8 * fsdp.matmul_s)

@@ -182,6 +182,10 @@ FRAGMENTS: dict[str, dict[str, Run]] = {
     "problem4": {
         "jax.lax.dynamic_update_slice_in_dim": NAME,
     },
+    "collectives": {
+        "jax.lax.ppermute": NAME, "jax.lax.axis_size('Y')": Run(inside=True, expect="_ == 4"),
+        "jax.lax.axis_index('Y')": INSIDE,
+    },
 }
 
 

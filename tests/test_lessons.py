@@ -124,6 +124,48 @@ def problem4_allreduce_figures() -> dict:
     return out
 
 
+def collectives_figures() -> dict:
+    """collectives' model answer: the solutions beside jax.lax's own collectives (the contract's
+    baselines) at the written question's sizes, A f32[1024, 4096], on a 4-chip TPU v5e line and on
+    an 8-chip ring (the notebook's pricing cell), each at its own schedule (`program_seconds`)."""
+    import solutions.collectives as sol
+    from assignments.contracts import get_assignment
+
+    parts = get_assignment("collectives").parts
+    t = {}
+    for where, shape, chip in (("line", (1, 4), slice_for("TPU v5e", (1, 4), ("X", "Y"))),
+                               ("ring", (1, 8), slice_for("TPU v5e", (1, 8), ("X", "Y"), wraparound={"Y": True}))):
+        mesh, n = assignments.make_mesh(shape), shape[1]
+        for part in parts:
+            (a,) = part.args
+            arg = _abstract(mesh, (n, 1024, 4096) if a.dims[0] == "nY" else (1024, 4096), a.spec)
+            for who, fn in (("mine", getattr(sol, part.name)), ("lax", part.baseline)):
+                t[where, part.name, who] = program_seconds(_analyze(mesh, fn, arg), chip)
+
+    def alike(*keys):
+        return len({round(t[k], 12) for k in keys}) == 1
+
+    gathers = ("ring_all_gather", "ring_reduce_scatter", "bidirectional_all_gather")
+    # what the answer says of them: on the line every all-gather and reduce-scatter costs the same
+    # (mine and jax.lax's), and each all-reduce and all-to-all as jax.lax's; on the ring jax.lax's
+    # and the bidirectional ring alike, the one-way rings twice that, the all-to-alls alike
+    assert alike(*(("line", p, w) for p in gathers for w in ("mine", "lax")))
+    assert all(alike((where, p, "mine"), (where, p, "lax"))
+               for where, p in (("line", "ring_all_reduce"), ("line", "direct_all_to_all"),
+                                ("ring", "direct_all_to_all")))
+    assert alike(*(("ring", p, "lax") for p in gathers), ("ring", "bidirectional_all_gather", "mine"))
+    assert alike(("ring", "ring_all_gather", "mine"), ("ring", "ring_reduce_scatter", "mine"))
+    ms = lambda s: f"{s * 1e6:.0f} us"  # noqa: E731
+    return {"c_line_gather": _us(t["line", "ring_all_gather", "mine"]),
+            "c_line_all_reduce": _us(t["line", "ring_all_reduce", "mine"]),
+            "c_line_all_to_all": _us(t["line", "direct_all_to_all", "mine"]),
+            "c_ring_lax_gather": ms(t["ring", "ring_all_gather", "lax"]),
+            "c_ring_lax_all_reduce": ms(t["ring", "ring_all_reduce", "lax"]),
+            "c_ring_gather": ms(t["ring", "ring_all_gather", "mine"]),
+            "c_ring_all_reduce": ms(t["ring", "ring_all_reduce", "mine"]),
+            "c_ring_all_to_all": ms(t["ring", "direct_all_to_all", "mine"])}
+
+
 def problem2_figures() -> dict:
     """Runs the notebook's own cost cells (compile_for, compare, ...) on the solutions. The times
     are the tables' *estimated* column (`program_seconds`, the loop's body run once per round),
@@ -241,6 +283,33 @@ def warmup_figures() -> dict:
     return out
 
 
+def training_figures() -> dict:
+    """training's model answers: the FSDP step's sweep on 8 v5e chips (its communication, the
+    matmul time per row of the batch, where they cross) and the memory per device of data
+    parallelism and the two FSDP steps, at the notebook's sizes (D=4096, H=16384, 256 rows each)."""
+    from assignments.contracts.training import dp_train_step
+    from solutions.training import fsdp_train_step, fsdp_train_step_jit
+
+    mesh = assignments.make_mesh((8, 1))
+    Db, Hb, rows = 4096, 16384, 256
+    batch = (_abstract(mesh, (8 * rows, Db), ("X", None)),) * 2
+    split = (_abstract(mesh, (Db, Hb), ("X", None)), _abstract(mesh, (Hb, Db), ("X", None))) + batch
+    whole = (_abstract(mesh, (Db, Hb), ()), _abstract(mesh, (Hb, Db), ())) + batch
+
+    def compiled(fn, args):
+        return jax.jit(functools.partial(fn, mesh=mesh, lr=0.1)).lower(*args).compile()
+
+    fsdp = compiled(fsdp_train_step, split)
+    est = estimate(assignments.analyze(fsdp, mesh), "TPU v5e")
+    per_row = est.matmul_s / rows
+    mb = lambda n: f"{n / 2**20:,.0f} MB"  # noqa: E731
+    return {"tr_comm": f"{est.comm_s * 1e3:.1f} ms", "tr_matmul_row": f"{per_row * 1e6:.1f} us",
+            "tr_crossover": f"{round(est.comm_s / per_row, -2):,.0f}",
+            "tr_dp_args": mb(compiled(dp_train_step, whole).memory_analysis().argument_size_in_bytes),
+            "tr_fsdp_args": mb(fsdp.memory_analysis().argument_size_in_bytes),
+            "tr_jit_temp": mb(compiled(fsdp_train_step_jit, split).memory_analysis().temp_size_in_bytes)}
+
+
 def test_worked_examples_ask_before_they_answer():
     """Each worked example of the warm-up asks (a "Predict" cell just before its code cell)
     before anything quotes what its code prints: every figure of its reading comes after its
@@ -258,7 +327,7 @@ def test_worked_examples_ask_before_they_answer():
 @functools.lru_cache(maxsize=None)
 def figures() -> dict:
     return {**problem3_figures(), **problem4_figures(), **problem2_figures(), **benchmark_figures(),
-            **warmup_figures()}
+            **warmup_figures(), **collectives_figures(), **training_figures()}
 
 
 def quoted() -> list[tuple[str, str, str]]:

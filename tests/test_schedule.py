@@ -140,6 +140,27 @@ def test_bidirectional_ring_on_an_odd_mesh_draws_both_directions_in_each_step(so
             assert sorted(drawn["arrows"]) == sorted(a.collectives[i].pairs)
 
 
+def test_the_backward_pass_of_a_ring_is_a_ring_the_other_way(repo_root, mesh_2x4):
+    """training's lesson (written answer 1): jax.vjp of problem 3's ring compiles to the forward
+    ring (A's blocks to y-1, kept for dW), a ring of as many steps the other way (dA's partial sums
+    to y+1, each step beside its matmul), and W's cotangent psummed over X; the schedule says so."""
+    sol = load(repo_root, "training")
+
+    def grads(A, W, dOut):
+        _, pullback = jax.vjp(lambda a, w: sol.problem3_allgather_matmul(a, w, mesh=mesh_2x4), A, W)
+        return pullback(dOut)
+
+    a = compiled(grads, mesh_2x4, abstract(mesh_2x4, (8, 16), ("X", "Y")), abstract(mesh_2x4, (16, 32), (None, "Y")),
+                 abstract(mesh_2x4, (8, 32), ("X", "Y")))
+    permutes = {c.directions: c for c in a.collectives if c.kind == "collective-permute"}
+    assert set(permutes) == {(-1,), (1,)} and all(c.axes == ("Y",) and c.count == 3 for c in permutes.values())
+    assert set(permutes[(1,)].pairs) == ring(2, 4, 1)
+    assert {c.axes for c in a.collectives if c.kind not in ("collective-permute",)} == {("X",)}
+    text = str(draw_schedule(a))
+    assert re.search(r"step \d+ \(loop 1/3\): collective-permute over Y \(\+1\), 64 B from each device: .*"
+                     r"matmul [\d.]+ ns, at the same time", text), text
+
+
 def test_all_to_all_in_a_loop_draws_its_groups(mesh_2x4):
     """Does an all-to-all in a loop of 5 draw its replica groups (columns of the 4x2 mesh),
     three steps, then a box for the other 2?"""

@@ -13,6 +13,7 @@ import random
 
 import pytest
 
+from assignments.contracts import ASSIGNMENTS
 from graders import notebook_bounds
 from graders.files import NotASubmission, read_submission
 from graders.notebook_bounds import NotebookTooLarge, check_notebook, scan
@@ -117,7 +118,7 @@ def test_the_courses_notebooks_pass_far_below_the_limits():
     at most 7 of 64, values at most 2,500 of 100,000 (run with outputs they hold about 2,100)?"""
     limits = Limits()
     for folder in ("solutions", "release"):
-        for name in ("warmup", "problem1", "problem2", "problem3", "problem4"):
+        for name in ASSIGNMENTS:
             with open(os.path.join(REPO_ROOT, folder, name, f"{name}.ipynb"), "rb") as f:
                 data = f.read()
             shape = check_notebook(data, limits, name)

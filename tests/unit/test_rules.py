@@ -715,6 +715,26 @@ example(
 )
 
 
+# --- collectives: S006, the collectives built from ppermute alone (read from the lowered program) ---
+from assignments.style_rules import ByHand  # noqa: E402
+
+PERMUTES = SHARDY + ("stablehlo.collective_permute",)
+example(
+    Example("a psum beside the permutes", ByHand(), lowered(ops=PERMUTES),
+            lowered(ops=PERMUTES + ("stablehlo.all_reduce",)),
+            ("moe_all_to_all must build its collective from jax.lax.ppermute alone, but its program calls "
+             "jax.lax.psum", "a psum over an axis of one device compiles to nothing, and still counts"),
+            absent=("jax.lax.all_gather",)),
+    Example("on a mesh whose axis has one device (the compiler drops it, the lowered program keeps it)", ByHand(),
+            lowered(ops=SHARDY), lowered(ops=SHARDY + ("stablehlo.reduce_scatter", "stablehlo.all_to_all")),
+            ("calls jax.lax.psum_scatter, jax.lax.all_to_all",), case=ONE_COLUMN),
+    Example("a gather allowed when the part builds with it", ByHand(allowed=("collective_permute", "all_gather")),
+            lowered(ops=PERMUTES + ("stablehlo.all_gather",)), lowered(ops=PERMUTES + ("stablehlo.all_gather",
+                                                                                      "stablehlo.all_reduce")),
+            ("from jax.lax.ppermute and jax.lax.all_gather alone, but its program calls jax.lax.psum",)),
+)
+
+
 # Hints: advice on a case whose values are wrong, never a failure of their own.
 def _roll_of_the_whole_array(*args, **kwargs):
     """A mistake's reference, as a contract names it (`ValuesHint.when`)."""
@@ -753,6 +773,82 @@ for item in (
     HintExample("no program to read", RingDirections(), wrong(ONE_WAY), wrong(None), ("go +1",)),
 ):
     HINTS.setdefault(item.hint.code, []).append(item)
+
+
+# --- training (C014 BlocksMoved, C015 QuietAxis, C016 GathersStoredArguments, W005 RingOrGatheredProducts) ---
+from assignments.rules import BlocksMoved, GathersStoredArguments, QuietAxis, RingOrGatheredProducts  # noqa: E402
+
+BLOCK = arr(4, 2)                                   # one [B/nX, D/nY] block: 8 elements
+TWO_RINGS = BlocksMoved("Y", block=lambda s: 8, blocks=lambda s: 2 * (s["nY"] - 1), what="2(nY-1)")
+"""A backward pass's Y traffic on `CASE` (nY = 4): 6 blocks, by permutes or an all-gather of one block."""
+example(
+    Example("two rings, or a ring and a gather", TWO_RINGS,
+            compiled(permute("Y", BLOCK, count=3), permute("Y", BLOCK, count=3, shifts=(3,))),
+            compiled(permute("Y", BLOCK, count=3), coll("all-gather", "Y", BLOCK, results=(arr(4, 8),)),
+                     permute("Y", BLOCK, count=3)),
+            ("over Y, 9 block(s) move per device (a permute moves one, an all-gather over 4 devices 3); allowed: "
+             "exactly 6 (2(nY-1))",)),
+    Example("the gather keeps it", TWO_RINGS,
+            compiled(permute("Y", BLOCK, count=3), coll("all-gather", "Y", BLOCK, results=(arr(4, 8),)))),
+    Example("another operand's blocks", TWO_RINGS, compiled(permute("Y", BLOCK, count=6)),
+            compiled(permute("Y", BLOCK, count=3), coll("all-gather", "Y", arr(4, 4), results=(arr(4, 16),))),
+            ("over Y, collectives of the wrong size: all-gather over Y of f32[4,4] (64 bytes) x1; allowed: one "
+             "block of 8 elements per device each",)),
+    Example("a sum over Y", TWO_RINGS, compiled(permute("Y", BLOCK, count=6)),
+            compiled(permute("Y", BLOCK, count=6), coll("all-reduce", "Y", BLOCK)),
+            ("over Y: all-reduce over Y of f32[4,2] (32 bytes) x1; allowed: collective-permutes and all-gathers",)),
+    Example("uncounted loop", TWO_RINGS, compiled(permute("Y", BLOCK, count=6)),
+            compiled(permute("Y", BLOCK, count=None)),
+            ("runs inside a loop whose trip count is not known at compile time",)),
+    Example("Y of one device moves nothing", TWO_RINGS, compiled(coll("all-reduce", "X", arr(8, 2), group=8)),
+            compiled(permute("Y", BLOCK, count=1, group=1)), ("allowed: exactly 0",), case=ONE_COLUMN),
+)
+
+QUIET_Y = QuietAxis("Y", why="Nothing varies over Y.")
+example(
+    Example("anything over Y", QUIET_Y, compiled(coll("all-gather", "X", TOKENS, group=2)),
+            compiled(coll("all-gather", "X", TOKENS, group=2), permute("XY", TOKENS, group=8)),
+            ("communication over Y: collective-permute over X+Y of f32[4,8] (128 bytes) x1; allowed: none over Y. "
+             "Nothing varies over Y.",), absent=("all-gather",)),
+)
+
+WEIGHTS = GathersStoredArguments("X", (0, 1), ("W1", "W2"))
+example(
+    Example("a computed value gathered", WEIGHTS,
+            compiled(coll("all-gather", "X", TOKENS, group=2, sources=(0,), matmul_needs=(0.0,)),
+                     coll("all-gather", "X", TOKENS, group=2, sources=(1,), matmul_needs=(0.0,)),
+                     coll("reduce-scatter", "X", TOKENS, group=2, sources=(0, 1, 2), matmul_needs=(99.0,))),
+            compiled(coll("all-gather", "X", arr(2, 8), group=2, sources=(0, 1, 2, 3), matmul_needs=(64.0,))),
+            ("all-gather over X of a value that is not a stored W1 or W2: all-gather over X of f32[2,8]",)),
+    Example("the batch gathered", WEIGHTS, compiled(coll("all-gather", "Y", TOKENS, sources=(2,))),
+            compiled(coll("all-gather", "X", TOKENS, group=2, sources=(2,), matmul_needs=(0.0,))),
+            ("all-gather over X of a value that is not a stored W1 or W2",)),
+)
+
+PRODUCTS = RingOrGatheredProducts("Y", flops=lambda s: 64, blocks=2, gathered=lambda s: 256, gathered_blocks=1,
+                                  what="2 block products")
+BACKWARD_STEP = Stage((sends(0, reads=(0,)), matmul(64, reads=(1,)), matmul(64, reads=(1,))), runs=3,
+                      loop="while.7", carried=((0,), (1,)))
+"""A backward ring's loop: dA's term and dW's block beside the one permute that carries dA."""
+GATHER_A = coll("all-gather", "Y", BLOCK, results=(arr(4, 8),))
+example(
+    Example("two products a step", PRODUCTS, ring((P0,), BACKWARD_STEP, Stage((matmul(64),))),
+            ring((P0,), Stage((sends(0), matmul(192)), runs=3, loop="while.4")),
+            ("one run of the ring's loop does 192 FLOPs of matmuls per device beside its 1 permute(s) over Y "
+             "(3 block products); allowed: at most 2 block products per permute (128)",)),
+    Example("the gathered operand's product", PRODUCTS,
+            ring((P0, GATHER_A), LOOPED, Stage((sends(1), matmul(256, after=(0,)), matmul(64))),),
+            ring((P0, GATHER_A), Stage((sends(0), sends(1, after=(0,)))),
+                 Stage((sends(1), matmul(256, after=(0,)), matmul(256)))),
+            ("the program does 512 FLOPs of matmuls per device where no permute over Y runs beside them (8 block "
+             "products); allowed: at most 320 (A gathered over Y: its product, and 1 block products",)),
+    Example("a ring that only moves data", PRODUCTS, ring((P0, P1), UNROLLED),
+            ring((P0, P1, P2), AFTER_THE_RING), ("allowed: at most 128 (2 block products)",)),
+    Example("uncounted loop", PRODUCTS, ring((P0,), LOOPED), ring((P0,), UNCOUNTED),
+            ("the program multiplies inside a loop whose trip count is not known at compile time",)),
+    Example("Y of one device is not judged", PRODUCTS, ring((P0,), UNCOUNTED, mesh=(8, 1)), case=ONE_COLUMN),
+)
+# --- end training ---
 
 
 # ---------------------------------------------------------------------------------------
