@@ -1081,7 +1081,7 @@ class AllOf(Rule):
         return tuple(leaf for r in self.rules for leaf in r.leaves())
 
 
-# --- training (the backward pass and a sharded training step): rules C014, C015, C016, W005 ---
+# --- the backward pass and a sharded training step (first used by `training`): C014, C015, C016, W005 ---
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1264,9 +1264,6 @@ class RingOrGatheredProducts(Rule):
                 f"runs beside them ({outside / block:.3g} block products); allowed: at most {int(allowed):,} "
                 f"({what}). Make each of dA's terms inside its ring, in the step that sends the partial "
                 f"sum on: a ring that only passes on slices of a product made before it overlaps nothing."]
-
-
-# --- end training ---
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -848,7 +848,6 @@ example(
             ("the program multiplies inside a loop whose trip count is not known at compile time",)),
     Example("Y of one device is not judged", PRODUCTS, ring((P0,), UNCOUNTED, mesh=(8, 1)), case=ONE_COLUMN),
 )
-# --- end training ---
 
 
 # ---------------------------------------------------------------------------------------
