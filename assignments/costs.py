@@ -684,6 +684,12 @@ def matmul_text(analysis: ProgramAnalysis, on: Chip) -> str:
     return "; ".join(on.precision_text(t) for t in types) or "no matmuls"
 
 
+def _matmuls_line(text: str) -> str:
+    """The caption's line on how the programs' matmuls are priced (`matmul_text`), where they all
+    price them alike."""
+    return "no matmuls: compute is the HBM traffic alone" if text == "no matmuls" else f"matmuls: {text}"
+
+
 def comparison_table(programs: dict[str, ProgramAnalysis], on: Chip | Slice | str = "TPU v5e",
                      title: str | None = None) -> Table:
     """Side by side: collectives, bytes and estimated times of several programs on one slice.
@@ -713,7 +719,7 @@ def comparison_table(programs: dict[str, ProgramAnalysis], on: Chip | Slice | st
         s.describe(),
         f"{c.name}: bf16 {c.flops_per_s:.3g} FLOP/s; HBM {c.hbm_bytes_per_s:.3g} B/s; link "
         f"{c.link_bytes_per_s:.3g} B/s one way ({c.source})",
-        *([f"matmuls: {next(iter(matmuls.values()))}"] if same and matmuls else
+        *([_matmuls_line(next(iter(matmuls.values())))] if same and matmuls else
           [f"matmuls of {name}: {text}" for name, text in matmuls.items()]),
         "compute = max(matmul FLOPs / peak at their dtype and precision, HBM bytes / HBM bandwidth); "
         "comm = bytes on the busiest link direction / link bandwidth, or 1 us per link hop when that is "
