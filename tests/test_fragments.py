@@ -182,6 +182,15 @@ FRAGMENTS: dict[str, dict[str, Run]] = {
     "problem4": {
         "jax.lax.dynamic_update_slice_in_dim": NAME,
     },
+    "training": {
+        "jax.vjp": NAME, "jax.grad": NAME, "jax.lax.axis_size": NAME, "jax.lax.all_gather": NAME,
+        "jax.lax.with_sharding_constraint": NAME,
+        "jax.lax.pcast(..., to='varying')": Run(fills=("jnp.zeros(3), ('X', 'Y')",), inside=True),
+        "jax.lax.all_gather(w, 'X', axis=0, tiled=True)": Run(
+            before="w = block", inside=True, expect="_.shape == (8, 4)"),
+        "check_vma=False": Run(CHECK_MAP),
+        "NamedSharding(mesh, P())": Run(JIT.replace("{}", "out_shardings={}")),
+    },
     "collectives": {
         "jax.lax.ppermute": NAME, "jax.lax.axis_size('Y')": Run(inside=True, expect="_ == 4"),
         "jax.lax.axis_index('Y')": INSIDE,
