@@ -173,6 +173,7 @@ def test_pmap_style_pmean_of_replicated_weights_over_counts(grade):
     assert re.search(r"C003 communication observed: all-reduce over X", part.output)
 
 
+@pytest.mark.arithmetic
 def test_hard_coded_batch_size(grade):
     """The loss divided by the visible case's B*D = 128: right on the visible case only."""
     result = grade("hardcoded_batch")
@@ -255,6 +256,7 @@ def test_red_team_gathering_the_batch_instead_of_the_weights(grade):
                      r"f32\[4,16\]", part.output)
 
 
+@pytest.mark.arithmetic
 def test_hard_coded_learning_rate(grade):
     """lr = 1.0 written in (the visible case's) in both FSDP steps: right on the visible case only."""
     result = grade("hardcoded_lr")
