@@ -119,6 +119,14 @@ def _observed(collectives) -> str:
     return "; ".join(describe_collective(c) for c in collectives) or "none"
 
 
+def _in_an_uncounted_loop(subject: str, what: str, collectives, allowed: str = "") -> str:
+    """The message for collectives run in a loop whose trip count XLA could not read: `what`
+    cannot be counted, against what is `allowed`, and the advice."""
+    return (f"{subject} runs inside a loop whose trip count is not known at compile time, so {what} cannot be "
+            f"counted (observed: {_observed(collectives)})" + (f"; allowed: {allowed}" if allowed else "")
+            + ". Use a loop with static bounds (jax.lax.fori_loop with Python ints)")
+
+
 def _packed(collectives) -> str:
     """For sizes judged by bytes: a note when a collective's type is wider than float32."""
     wide = [c for c in collectives if c.size != c.elements]
@@ -270,10 +278,8 @@ class Exactly(Rule):
         over = f" over {'/'.join(self.axes)}" if self.axes else ""
         got = sum(c.count or 0 for c in found)
         if any(c.count is None for c in found):
-            problems.append(f"the {self.kind}{over} runs inside a loop whose trip count is not known at compile "
-                            f"time, so how often it runs cannot be counted (observed: {_observed(found)}); "
-                            f"allowed: exactly {want}. Use a loop with static bounds (jax.lax.fori_loop with "
-                            f"Python ints)")
+            problems.append(_in_an_uncounted_loop(f"the {self.kind}{over}", "how often it runs", found,
+                                                  f"exactly {want}"))
         elif got != want and not found:
             others = _observed(analysis.collectives)
             seen = f"the program's collectives: {others}" if analysis.collectives else \
@@ -453,10 +459,8 @@ class SplitReduction(Rule):
             return []
         uncounted = [c for c in reductions if c.count is None and c.kind in ("all-reduce", "reduce-scatter", "all-to-all")]
         if uncounted:
-            return [f"the reduction over {self.axis} runs inside a loop whose trip count is not known at compile "
-                    f"time, so its pieces cannot be counted (observed: {_observed(uncounted)}); allowed: at "
-                    f"least {self.pieces} pieces. Use a loop with static bounds (jax.lax.fori_loop with Python "
-                    f"ints)"]
+            return [_in_an_uncounted_loop(f"the reduction over {self.axis}", "its pieces", uncounted,
+                                          f"at least {self.pieces} pieces")]
         if not pieces:
             return [self._missing(analysis)]
         return [f"the reduction over {self.axis} runs as {pieces} piece(s) ({_observed(reductions)}); "
@@ -1123,9 +1127,7 @@ class BlocksMoved(Rule):
             problems.append(f"over {self.axis}, collectives of the wrong size: {_observed(wrong)}; allowed: one block "
                             f"of {block:,} elements per device each, over {self.axis} alone{_packed(wrong)}")
         if any(c.count is None for c in moving):
-            problems.append(f"a collective over {self.axis} runs inside a loop whose trip count is not known at "
-                            f"compile time, so the blocks it moves cannot be counted (observed: {_observed(moving)}). "
-                            f"Use a loop with static bounds (jax.lax.fori_loop with Python ints)")
+            problems.append(_in_an_uncounted_loop(f"a collective over {self.axis}", "the blocks it moves", moving))
             return problems
         moved = sum(c.count * (1 if c.kind == "collective-permute" else n - 1) for c in moving)
         if moved != want:

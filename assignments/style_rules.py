@@ -284,7 +284,7 @@ def style_problems(part: Part, case: Case, lowered: str) -> list[Problem]:
     return []
 
 
-# --- collectives (assignment `collectives`): the collectives built from ppermute alone ---------
+# --- collectives built by hand from permutes (first used by `collectives`): S006 -----------------
 
 BUILT_IN = {"all_reduce": "jax.lax.psum (or pmean, pmax, pmin)", "all_gather": "jax.lax.all_gather",
             "reduce_scatter": "jax.lax.psum_scatter", "all_to_all": "jax.lax.all_to_all",
