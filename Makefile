@@ -40,7 +40,7 @@ test: $(BIN)/.installed
 
 # The fast tier (tests/unit: no grading runs, no JAX) waits more than it computes (the
 # protocol's deadline tests sleep), so 4 workers on 2 cores: about 8 s against 13 serially. The
-# tests that import nbconvert and nbgrader (a second each) share one worker (xdist_group).
+# tests that import nbconvert and nbgrader (a second each) share one worker (tests/conftest.py ONE_WORKER).
 FAST_WORKERS ?= 4
 
 test-fast: $(BIN)/.installed

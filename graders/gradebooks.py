@@ -121,7 +121,7 @@ def _written_by_batch(path: str) -> bool:
 def _fill_grade_cells(nb, notebook, result: SubmissionResult) -> None:
     """Each known grade cell shows the graders' verdict; cells nbgrader does not know, and
     duplicates but the last, become ordinary cells (as nbgrader does)."""
-    from .preprocessors import grade_cell_outputs
+    from .grade_cells import grade_cell_outputs
 
     known = {g.name for g in notebook.grades} | {c.name for c in notebook.comments}
     parts = {p.name: p for p in result.parts}

@@ -87,6 +87,30 @@ SECONDS = {"test_hub": 110, "test_browser": 85, "test_problem2": 55, "test_batch
            "test_first_open": 50, "test_collectives": 45, "test_training": 55}
 
 
+ONE_WORKER = {"test_hostile_html_unit": "nbconvert", "test_feedback_regions": "nbconvert",
+              "test_notebook_bounds": "nbconvert"}
+"""`make test-fast` runs the fast tier test by test on its workers (`--dist loadgroup`), but for
+these modules: each group runs whole on one worker. They import nbconvert and nbgrader (a CPU
+second each), which would otherwise be imported on every worker. (pytest-xdist's own
+`xdist_group` mark does nothing with pytest 9.2, pytest-dev/pytest-xdist#1386; the controller
+sees only node ids, so the groups are named here by module.)"""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with `ONE_WORKER`'s groups: every other test its own unit of work."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = os.path.splitext(os.path.basename(nodeid.split("::", 1)[0]))[0]
+            return ONE_WORKER.get(module, nodeid)
+
+    return OneWorkerGroups(config, log)
+
+
 PYTHON_SPECIFIC = {"test_submission_text"}
 """Fast-tier modules whose subject changes with the Python version (how deeply nested JSON and
 source the parser and compile() take: 3.12 changed the C recursion limit): on both stacks."""

@@ -15,9 +15,8 @@
 """
 from .clear_released_regions import ClearHiddenTestsInReleasedCells, ClearMarkSchemeInReleasedCells
 from .drop_cleared_cell_metadata import DropClearedCellMetadata
-from .fill_grade_cells import FillGradeCells, grade_cell_outputs
+from .fill_grade_cells import FillGradeCells
 from .get_grades_with_pending import GetGradesWithPending
 from .restore_locked_cells import RestoreLockedCells
 
-__all__ = ["ClearHiddenTestsInReleasedCells", "ClearMarkSchemeInReleasedCells", "DropClearedCellMetadata", "FillGradeCells", "GetGradesWithPending", "RestoreLockedCells",
-           "grade_cell_outputs"]
+__all__ = ["ClearHiddenTestsInReleasedCells", "ClearMarkSchemeInReleasedCells", "DropClearedCellMetadata", "FillGradeCells", "GetGradesWithPending", "RestoreLockedCells"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-# nbconvert and nbgrader take a second to import: their tests share one worker of the fast tier.
-pytestmark = pytest.mark.xdist_group("nbconvert")
+# nbconvert and nbgrader take a second to import: the fast tier runs this module on one
+# worker with their other tests (tests/conftest.py ONE_WORKER).
 
 
 def cell(kind, source, **nbgrader):

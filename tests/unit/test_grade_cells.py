@@ -1,4 +1,4 @@
-"""What a grade cell holds (`graders.preprocessors.fill_grade_cells.grade_cell_outputs`), on
+"""What a grade cell holds (`graders.grade_cells.grade_cell_outputs`), on
 hand-built results: the message, the step-by-step picture where the communication is off, and
 the score nbgrader reads (no grading, no nbgrader run here; tests/test_feedback_page.py renders
 them)."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from assignments.contract import CHECKS, Case, CaseResult, Problem
 from assignments.hlo import ArrayShape, Collective, ProgramAnalysis
-from graders.preprocessors.fill_grade_cells import grade_cell_outputs
+from graders.grade_cells import grade_cell_outputs
 from graders.results import PartResult
 
 CASE = Case((2, 4), {"S": 16, "D": 8}, {"shift": 1})

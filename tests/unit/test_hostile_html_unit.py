@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-# nbconvert and nbgrader take a second to import: their tests share one worker of the fast tier.
-pytestmark = pytest.mark.xdist_group("nbconvert")
+# nbconvert and nbgrader take a second to import: the fast tier runs this module on one
+# worker with their other tests (tests/conftest.py ONE_WORKER).
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSWER = "My answer: each device averages the rows it holds, so **no collective** is needed."

@@ -144,7 +144,6 @@ def test_read_submission_bounds_a_notebook_to_grade_only(tmp_path):
         read_submission(str(tmp_path / "large.py"), limits=Limits(submission_mib=1))
 
 
-@pytest.mark.xdist_group("nbconvert")  # it imports nbconvert and nbgrader: with their other tests
 def test_nbgraders_exporter_checks_before_parsing(tmp_path, monkeypatch):
     """Does the exporter `nbgrader autograde` reads notebooks with refuse the bomb before
     nbformat parses it, read the solution as nbconvert's own would, and bound no process that
