@@ -17,12 +17,14 @@ file gets wrong (the share of each function's points it earns) and totalled from
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import types
 
 import pytest
 
@@ -184,17 +186,83 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
     goes through the protocol's checks to the judge's own functions, and each verdict back
     through them into the harness's results, with the verdict cache as the harness uses it.
     Only for trusted files: the submission runs here, unsandboxed, and a program is compiled
-    once per test process (`judge._COMPILED`)."""
-    import contextlib
+    once per test process (`judge._COMPILED`).
+
+    An overlay (`submission_file`) leaves most of the solution's functions as they are: a
+    function that reaches none of the functions the corpus file replaced
+    (`left_as_the_solution`) is not exported again, its cases' verdicts are the solution's
+    own, graded once per session. (Exporting them again was about a tenth of CI's CPU.)
+    `test_grading_here_is_grading` checks this against the sandboxed graders."""
+    results, problems, timings, jobs, assignment = _graded_here(path, assignment_name, limits, only)
+    from graders import harness
+    from graders.sandbox import choose_isolation
+
+    return harness._submission_result(assignment, path, jobs, results, problems, timings, choose_isolation("none"))
+
+
+_SOLUTION_VERDICTS: dict[tuple, dict] = {}
+"""The solution's case results (job id -> result), by assignment, limits and functions graded:
+what an overlay's functions that are still the solution's get (`graded_here`)."""
+
+
+def _solution_verdicts(assignment_name: str, limits: Limits, only: list[str] | None) -> dict:
+    key = (assignment_name, limits.key(), tuple(only or ()))
+    if key not in _SOLUTION_VERDICTS:
+        solution = os.path.join(REPO_ROOT, "solutions", assignment_name + ".py")
+        _SOLUTION_VERDICTS[key] = _graded_here(solution, assignment_name, limits, only)[0]
+    return _SOLUTION_VERDICTS[key]
+
+
+def left_as_the_solution(namespace: dict, graded: list[str]) -> set[str]:
+    """The graded functions of a loaded overlay (`overlay_text`) that are the solution's and reach,
+    through the names their code looks up when it runs (in nested functions, jit's and
+    functools' wrappers, and closures too), no function the overlay replaced. The overlay puts
+    its replacements in the module's globals after the solution's code has run, so only such
+    look-ups can reach them; what the solution built at its top level keeps the solution's."""
+    def unwrapped(obj):
+        return getattr(obj, "__wrapped__", obj)  # jax.jit's and functools.wraps's wrappers
+
+    def own(obj) -> bool:
+        obj = unwrapped(obj)
+        return isinstance(obj, types.FunctionType) and obj.__globals__ is namespace
+
+    replaced = {name for name in graded if not own(namespace.get(name))}
+
+    def reached(name: str) -> set[str]:
+        names, stack, visited = {name}, [namespace.get(name)], set()
+        while stack:
+            obj = stack.pop()
+            if id(obj) in visited:
+                continue
+            visited.add(id(obj))
+            stack.extend(getattr(obj, attribute) for attribute in ("__wrapped__", "func") if hasattr(obj, attribute))
+            if not isinstance(obj, types.FunctionType):
+                continue
+            for cell in obj.__closure__ or ():
+                with contextlib.suppress(ValueError):  # an empty cell
+                    stack.append(cell.cell_contents)
+            codes = [obj.__code__]
+            while codes:
+                code = codes.pop()
+                codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+                for looked_up in set(code.co_names) - names:
+                    if looked_up in namespace:
+                        names.add(looked_up)
+                        stack.append(namespace[looked_up])
+        return names
+
+    return {name for name in graded if name not in replaced and not reached(name) & replaced}
+
+
+def _graded_here(path: str, assignment_name: str, limits: Limits | None, only: list[str] | None):
+    """`graded_here`'s work: (results by job id, load problems, timings, jobs, assignment)."""
     import io
-    import json
 
     from jax._src import config
 
     from assignments.contract import CHECKS, CaseResult
     from graders import harness, verdicts
     from graders.hidden import grading_secret
-    from graders.sandbox import choose_isolation
     from graders.sandboxed import export, judge
     from graders.sandboxed.protocol import job_text, read_event
 
@@ -214,11 +282,18 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
         except export.SubmissionUnreadable as e:
             namespace, problems = None, [str(e)]
             events = [{"event": "case", "id": i, "status": "error", "message": str(e), "rule": "E004"} for i in jobs]
+        reused = set()
+        if namespace is not None and _OVERLAYS and os.path.abspath(path).startswith(_OVERLAYS[0] + os.sep):
+            reused = left_as_the_solution(namespace, [p.name for p in get_assignment(assignment_name).parts])
         exporter = export.Exporter()
         for part in request["parts"] if namespace is not None else []:
-            export.export_part(exporter, namespace, part, set(), request["case_timeout"],
-                               lambda **event: events.append(event), request["max_strikes"])
+            if part["name"] not in reused:
+                export.export_part(exporter, namespace, part, set(), request["case_timeout"],
+                                   lambda **event: events.append(event), request["max_strikes"])
     results, timings = {}, {}
+    if reused:
+        solution = _solution_verdicts(assignment_name, limits, only)
+        results.update({i: solution[i] for i, job in jobs.items() if job.part.name in reused})
     for raw in events:
         if raw["event"] != "case":
             continue
@@ -236,8 +311,7 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
                 verdicts.store(assignment.name, key, event.stored())
         results[job.id] = harness._case_result(job, event)
     problems = [CHECKS["E004"].problem(p) for p in problems]  # as the harness reads the "loaded" event
-    return harness._submission_result(assignment, path, list(jobs.values()), results, problems, timings,
-                                      choose_isolation("none"))
+    return results, problems, timings, list(jobs.values()), assignment
 
 
 # --- the problem1 corpus's verdicts ------------------------------------------------------------
