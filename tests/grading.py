@@ -191,7 +191,7 @@ def graded_here(path: str, assignment_name: str, limits: Limits | None = None,
     An overlay (`submission_file`) leaves most of the solution's functions as they are: a
     function that reaches none of the functions the corpus file replaced
     (`left_as_the_solution`) is not exported again, its cases' verdicts are the solution's
-    own, graded once per session. (Exporting them again was about a tenth of CI's CPU.)
+    own, graded once per session. (Exporting them again cost CI about 80 CPU-seconds, both stacks.)
     `test_grading_here_is_grading` checks this against the sandboxed graders."""
     results, problems, timings, jobs, assignment = _graded_here(path, assignment_name, limits, only)
     from graders import harness
