@@ -260,7 +260,7 @@ def _graded_here(path: str, assignment_name: str, limits: Limits | None, only: l
 
     from jax._src import config
 
-    from assignments.contract import CHECKS, CaseResult
+    from assignments.contract import CHECKS
     from graders import harness, verdicts
     from graders.hidden import grading_secret
     from graders.sandboxed import export, judge

@@ -2,8 +2,6 @@
 locked cells lose their hidden tests and mark schemes; a student's own text is left as written."""
 from __future__ import annotations
 
-import pytest
-
 # nbconvert and nbgrader take a second to import: the fast tier runs this module on one
 # worker with their other tests (tests/conftest.py ONE_WORKER).
 
