@@ -131,5 +131,44 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.fast)
             if _module(item) not in PYTHON_SPECIFIC:
                 item.add_marker(pytest.mark.stack_neutral)
+    _mark_more_corpora(items)
     order = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda item: (-SECONDS.get(_module(item), 0), order[id(item)]))
+
+
+def _mark_more_corpora(items) -> None:
+    """In the rule corpora's modules, a test that grades corpus files (its `grade` fixture) and
+    that `tests/older_stack.py` does not name is `more_corpora` (.ci/run: Python 3.12 only); one
+    it names as a rule's sample is `rule_sample`, with the rule ids its gradings must find."""
+    from older_stack import on_the_older_stack
+
+    named = on_the_older_stack()
+    modules = {node.split("::", 1)[0] for node in named}
+    tests = os.path.join(REPO_ROOT, "tests") + os.sep
+    for item in items:
+        node = item.nodeid.removeprefix("tests/")
+        if str(item.fspath).startswith(tests) and node.split("::", 1)[0] in modules:
+            if node in named:
+                if named[node]:
+                    item.add_marker(pytest.mark.rule_sample(*sorted(named[node])))
+            elif "grade" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.more_corpora)
+
+
+@pytest.fixture(autouse=True)
+def rule_sample_met(request):
+    """A test `tests/older_stack.py` names as a rule's sample must still break that rule: its
+    gradings (fresh or from the session's cache) find a problem of each rule id named for it."""
+    marker = request.node.get_closest_marker("rule_sample")
+    if marker is None:
+        yield
+        return
+    import grading
+
+    with grading.rules_found() as found:
+        yield
+    missing = sorted(set(marker.args) - found)
+    assert not missing, (f"tests/older_stack.py names {request.node.nodeid} as the compiled sample of "
+                         f"{', '.join(missing)}, but its gradings found no problem of "
+                         f"{'that rule' if len(missing) == 1 else 'those rules'} (found: {sorted(found) or 'none'}); "
+                         "name another test for it there")

@@ -163,7 +163,33 @@ def graded(path: str, assignment: str, limits: Limits | None = None,
     if key not in _GRADED:
         grade = graded_here if here else functools.partial(grade_submission, concurrent=CONCURRENT)
         _GRADED[key] = grade(path, assignment, limits=limits, only=only)
+    for found in _FINDING:
+        found.update(rule_ids(_GRADED[key]))
     return _GRADED[key]
+
+
+_FINDING: list[set[str]] = []
+
+
+@contextlib.contextmanager
+def rules_found():
+    """The rule ids of the problems found by every grading `graded` returns meanwhile (from the
+    session's cache too): what `tests/conftest.py` `rule_sample_met` checks."""
+    found: set[str] = set()
+    _FINDING.append(found)
+    try:
+        yield found
+    finally:
+        _FINDING.remove(found)
+
+
+def rule_ids(result: SubmissionResult) -> set[str]:
+    """The rule ids of a verdict's problems: the submission's own and every case's."""
+    ids = {problem.rule for problem in result.problems}
+    for part in result.parts:
+        for case in part.cases:
+            ids.update(problem.rule for problem in case.problems)
+    return ids
 
 
 def cached_grader(assignment: str, corpus: str, limits: Limits, here: bool = True):
