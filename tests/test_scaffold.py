@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.stack_neutral]  # runs nbgrader; cod
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COPIED = ("assignments", "graders", "source", "solutions", "release", "tests/conftest.py", "tests/grading.py",
-          "nbgrader_config.py", "grading_config.py", "pyproject.toml", "ADDING.md", ".gitignore")
+          "tests/older_stack.py", "nbgrader_config.py", "grading_config.py", "pyproject.toml", "ADDING.md",
+          ".gitignore")
 """What the scaffold, the build and the function's test need of the kit."""
 FUNCTION, ASSIGNMENT = "col_roll_diff", "problem1"
 TODO = f"TODO(scaffold: {FUNCTION})"
