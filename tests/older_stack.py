@@ -17,8 +17,9 @@ Python 3.12, the newest JAX, where the whole suite runs: `tests/conftest.py` mar
 
 Chosen from a measured run (each test's CPU and the rule ids of its gradings' problems): for
 each (assignment, rule) pair, the cheapest test that breaks it, several pairs at once where one
-test does. A new corpus test runs on 3.12 only unless it is named here; a rule a corpus file
-breaks on 3.11 only through a test not named here is not sampled there.
+test does. A new corpus test runs on 3.12 only unless it is named here. `python
+benchmarks/rule_samples.py` measures again and prints the pairs a corpus test breaks that no
+test here samples (with the cheapest test that would), and the honest designs not listed.
 """
 from __future__ import annotations
 
