@@ -143,11 +143,10 @@ def _mark_more_corpora(items) -> None:
     from older_stack import on_the_older_stack
 
     named = on_the_older_stack()
-    modules = {node.split("::", 1)[0] for node in named}
-    tests = os.path.join(REPO_ROOT, "tests") + os.sep
+    modules = {"tests/" + node.split("::", 1)[0] for node in named}
     for item in items:
         node = item.nodeid.removeprefix("tests/")
-        if str(item.fspath).startswith(tests) and node.split("::", 1)[0] in modules:
+        if item.nodeid.split("::", 1)[0] in modules:
             if node in named:
                 if named[node]:
                     item.add_marker(pytest.mark.rule_sample(*sorted(named[node])))

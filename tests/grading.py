@@ -164,7 +164,7 @@ def graded(path: str, assignment: str, limits: Limits | None = None,
         grade = graded_here if here else functools.partial(grade_submission, concurrent=CONCURRENT)
         _GRADED[key] = grade(path, assignment, limits=limits, only=only)
     for found in _FINDING:
-        found.update(rule_ids(_GRADED[key]))
+        found.update(problem.rule for problem in problems_of(_GRADED[key]))
     return _GRADED[key]
 
 
@@ -183,13 +183,9 @@ def rules_found():
         _FINDING.remove(found)
 
 
-def rule_ids(result: SubmissionResult) -> set[str]:
-    """The rule ids of a verdict's problems: the submission's own and every case's."""
-    ids = {problem.rule for problem in result.problems}
-    for part in result.parts:
-        for case in part.cases:
-            ids.update(problem.rule for problem in case.problems)
-    return ids
+def problems_of(result: SubmissionResult) -> list:
+    """Every problem of a verdict: the submission's own, then every case's."""
+    return list(result.problems) + [p for part in result.parts for c in part.cases for p in c.problems]
 
 
 def cached_grader(assignment: str, corpus: str, limits: Limits, here: bool = True):
@@ -473,7 +469,7 @@ def _listed_ids() -> frozenset[str]:
 def assert_named_by_the_listing(result: SubmissionResult) -> None:
     """Every problem of `result` (each case's, and the submission's) is a typed record whose rule
     id `python -m assignments.rules` lists, and the record comes back whole from results.json."""
-    problems = list(result.problems) + [p for part in result.parts for c in part.cases for p in c.problems]
+    problems = problems_of(result)
     assert {p.rule for p in problems} <= _listed_ids(), sorted({p.rule for p in problems} - _listed_ids())
     again = SubmissionResult.from_json(json.loads(json.dumps(result.to_json())))
     assert [c.problems for part in again.parts for c in part.cases] == \
